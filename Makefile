@@ -1,0 +1,52 @@
+# Cheems: one entry point for set-up, tests, the demo and quality checks.
+# `make demo` and `make test` each work as the first command on a fresh machine.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PROTOS := $(wildcard protos/cheems/v1/*.proto)
+STAMP_INSTALL := $(VENV)/.installed
+STAMP_PROTO   := cheems/v1/.stamp-proto
+
+.PHONY: setup proto test demo check bench lock clean sample
+
+setup: $(STAMP_INSTALL) $(STAMP_PROTO)
+
+$(STAMP_INSTALL): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version.split()[0]'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip==25.3
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
+	touch $@
+
+# Generates the cheems.v1 package from protos/ (never edit the output by hand).
+proto: $(STAMP_PROTO)
+$(STAMP_PROTO): $(PROTOS) $(STAMP_INSTALL)
+	$(BIN)/python -m cheems.protogen .
+	touch $@
+
+test: setup
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+demo: setup
+	$(BIN)/cheems eval data/sample/open.jsonl data/sample/human.jsonl \
+		--rewards data/sample/rewards.jsonl --json out/demo/results.json --report out/demo
+
+# Regenerates the bundled sample benchmark (seeded; the output is committed).
+sample: setup
+	$(BIN)/python -m cheems.sample_bench --out data/sample
+
+check: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy cheems evaluator
+
+bench: setup
+	$(BIN)/python bench/eval_bench.py
+
+lock: setup
+	{ echo '# Full dependency tree, pinned. Regenerate with `make lock` after changing pyproject.toml.'; \
+	  $(BIN)/python -m pip freeze --exclude-editable; } > constraints.txt
+
+clean:
+	rm -rf $(VENV) out build *.egg-info cheems/v1/*_pb2*.py cheems/v1/*_pb2*.pyi $(STAMP_PROTO)

@@ -1,0 +1,7 @@
+"""Errors of the evaluator: the inputs are well-formed but cannot be evaluated together."""
+
+from cheems.errors import CheemsError
+
+
+class EvaluationError(CheemsError):
+    """E.g. a benchmark response with no reward, or two bench files with the same subset name."""

@@ -18,8 +18,12 @@ import typer
 
 from cheems.errors import CheemsError
 
-app = typer.Typer(help="Build and evaluate Chinese reward models (CheemsBench, CheemsPreference, CheemsRM).",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+app = typer.Typer(
+    help="Build and evaluate Chinese reward models (CheemsBench, CheemsPreference, CheemsRM).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -38,22 +42,38 @@ def clear_errors(command: F) -> F:
 
 
 @app.callback()
-def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug messages.")] = False) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-
-
+def main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug messages.")] = False,
+) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
 
 
 @app.command("eval")
 @clear_errors
 def eval_command(
-    bench: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, help="CheemsBench jsonl files; "
-                                                "each is one subset named by its file stem.")],
-    rewards: Annotated[Path, typer.Option(exists=True, dir_okay=False, help='jsonl of {"input", "id", "reward"}.')],
-    semantics: Annotated[str, typer.Option(help="paper: a reward tie is wrong in both metrics; "
-                                           "official: a tie does not break exact match.")] = "paper",
+    bench: Annotated[
+        list[Path],
+        typer.Argument(
+            exists=True,
+            dir_okay=False,
+            help="CheemsBench jsonl files; each is one subset named by its file stem.",
+        ),
+    ],
+    rewards: Annotated[
+        Path, typer.Option(exists=True, dir_okay=False, help='jsonl of {"input", "id", "reward"}.')
+    ],
+    semantics: Annotated[
+        str,
+        typer.Option(
+            help="paper: a reward tie is wrong in both metrics; official: a tie does not break exact match."
+        ),
+    ] = "paper",
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the metrics as JSON here.")] = None,
-    report: Annotated[Path | None, typer.Option(help="Write results.json, per_category.png and README.md here.")] = None,
+    report: Annotated[
+        Path | None, typer.Option(help="Write results.json, per_category.png and README.md here.")
+    ] = None,
     ece_bins: Annotated[int, typer.Option(min=1, help="Bins of the calibration error.")] = 5,
 ) -> None:
     """Score a reward model on CheemsBench from a file of its rewards."""
@@ -62,7 +82,9 @@ def eval_command(
     from evaluator.report import format_table, write_json, write_report
 
     if semantics not in {s.value for s in Semantics}:
-        raise typer.BadParameter(f"must be 'paper' or 'official', got {semantics!r}", param_hint="--semantics")
+        raise typer.BadParameter(
+            f"must be 'paper' or 'official', got {semantics!r}", param_hint="--semantics"
+        )
     result = evaluate_files(bench, rewards, Semantics(semantics), ece_bins)
     typer.echo(format_table(result))
     if json_out:

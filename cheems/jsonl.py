@@ -50,7 +50,7 @@ def require(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], path: 
     if key not in obj:
         raise FormatError(path, line, "missing field", field=key)
     value = obj[key]
-    if not isinstance(value, kind) or isinstance(value, bool) and bool not in _as_tuple(kind):
+    if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _as_tuple(kind)):
         want = " or ".join(t.__name__ for t in _as_tuple(kind))
         raise FormatError(path, line, f"expected {want}, got {type(value).__name__}", field=key)
     return value

@@ -36,4 +36,4 @@ def generate(out_root: Path, root: Path = PROTO_ROOT) -> list[Path]:
 
 if __name__ == "__main__":
     generated = generate(Path(sys.argv[1] if len(sys.argv) > 1 else "."))
-    print(f"generated {len(generated)} files")  # noqa: T201 - CLI output
+    print(f"generated {len(generated)} files")

@@ -9,10 +9,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  - the backend must be chosen first
-from matplotlib import font_manager  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib import font_manager
 
-from evaluator.metrics import EvalResult  # noqa: E402
+from evaluator.metrics import EvalResult
 
 log = logging.getLogger(__name__)
 CJK_FONT = "NotoSansCJKsc-Regular.otf"
@@ -53,7 +53,9 @@ def plot_per_category(result: EvalResult, path: str | Path) -> Path:
         ax.grid(axis="x", alpha=0.3)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper right", ncol=2, frameon=False)
-    fig.suptitle(f"CheemsBench per-category accuracy (Overall {result.overall:.3f}, {result.semantics.value})")
+    fig.suptitle(
+        f"CheemsBench per-category accuracy (Overall {result.overall:.3f}, {result.semantics.value})"
+    )
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -26,7 +26,7 @@ def to_json(result: EvalResult) -> dict[str, Any]:
     return {
         "semantics": result.semantics.value,
         "overall": result.overall,
-        "subsets": {name: asdict(metrics) for name, metrics in result.subsets.items()},  # type: ignore[call-overload]
+        "subsets": {name: asdict(metrics) for name, metrics in result.subsets.items()},
     }
 
 
@@ -42,8 +42,18 @@ def _fmt(value: float | None) -> str:
 
 def summary_rows(result: EvalResult) -> tuple[list[str], list[list[str]]]:
     header = ["Subset", "Prompts", "Pairs", "Acc.", "Exact.", "(Acc.+Exact.)/2", "ECE"]
-    rows = [[name, str(s.prompts), str(s.pairs), _fmt(s.accuracy), _fmt(s.exact_match),
-             _fmt((s.accuracy + s.exact_match) / 2), _fmt(s.ece)] for name, s in result.subsets.items()]
+    rows = [
+        [
+            name,
+            str(s.prompts),
+            str(s.pairs),
+            _fmt(s.accuracy),
+            _fmt(s.exact_match),
+            _fmt((s.accuracy + s.exact_match) / 2),
+            _fmt(s.ece),
+        ]
+        for name, s in result.subsets.items()
+    ]
     rows.append(["Overall", "", "", "", "", _fmt(result.overall), ""])
     return header, rows
 
@@ -65,14 +75,16 @@ def category_rows(result: EvalResult) -> tuple[list[str], list[list[str]]]:
 
 def format_table(result: EvalResult) -> str:
     """What `cheems eval` prints: the subset table with Overall, then per-category figures."""
-    return "\n".join([
-        f"CheemsBench ({result.semantics.value} semantics: {SEMANTICS_NOTE[result.semantics]})",
-        "",
-        render_text(*summary_rows(result)),
-        "",
-        "Per category",
-        render_text(*category_rows(result)),
-    ])
+    return "\n".join(
+        [
+            f"CheemsBench ({result.semantics.value} semantics: {SEMANTICS_NOTE[result.semantics]})",
+            "",
+            render_text(*summary_rows(result)),
+            "",
+            "Per category",
+            render_text(*category_rows(result)),
+        ]
+    )
 
 
 def format_markdown(result: EvalResult, chart_name: str | None = None) -> str:

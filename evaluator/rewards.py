@@ -29,8 +29,12 @@ def read_rewards(path: str | Path) -> dict[RewardKey, float]:
         if not math.isfinite(reward):
             raise FormatError(path, line, f"reward must be finite, got {reward}", field="reward")
         if key in first_line:
-            raise FormatError(path, line, f"duplicate reward for response {key[1]!r}, first on line "
-                              f"{first_line[key]}", field="id")
+            raise FormatError(
+                path,
+                line,
+                f"duplicate reward for response {key[1]!r}, first on line {first_line[key]}",
+                field="id",
+            )
         first_line[key] = line
         rewards[key] = float(reward)
     return rewards
@@ -41,7 +45,9 @@ def write_rewards(path: str | Path, rows: Iterable[tuple[str, str, float]]) -> i
     return write_objects(path, ({"input": p, "id": i, "reward": r} for p, i, r in rows))
 
 
-def score_items(items: Sequence[BenchItem], rewards: Mapping[RewardKey, float], source: str) -> list[ScoredPrompt]:
+def score_items(
+    items: Sequence[BenchItem], rewards: Mapping[RewardKey, float], source: str
+) -> list[ScoredPrompt]:
     """Join bench items with their rewards; every benchmark response must have one."""
     scored = []
     for item in items:
@@ -49,8 +55,10 @@ def score_items(items: Sequence[BenchItem], rewards: Mapping[RewardKey, float], 
         for response in item.responses:
             reward = rewards.get((item.input, response.id))
             if reward is None:
-                raise EvaluationError(f"{source}:{item.line}: no reward for response {response.id!r} "
-                                      f"of prompt {_preview(item.input)!r}")
+                raise EvaluationError(
+                    f"{source}:{item.line}: no reward for response {response.id!r} "
+                    f"of prompt {_preview(item.input)!r}"
+                )
             values.append(reward)
         scored.append(ScoredPrompt(item.primary_category, tuple(item.ranks()), tuple(values)))
     return scored

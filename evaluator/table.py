@@ -20,8 +20,10 @@ def render_text(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Columns separated by two spaces; the first column left-aligned, the rest right-aligned."""
     table = [list(header), *map(list, rows)]
     widths = [max(width(row[i]) for row in table) for i in range(len(header))]
-    lines = ["  ".join(pad(cell, w, right=i > 0) for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
-             for row in table]
+    lines = [
+        "  ".join(pad(cell, w, right=i > 0) for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
+        for row in table
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(line.rstrip() for line in lines)
 

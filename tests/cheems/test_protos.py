@@ -28,8 +28,10 @@ def test_reward_service_contract() -> None:
     service = reward_pb2.DESCRIPTOR.services_by_name["RewardService"]
     assert service.full_name == "cheems.v1.RewardService"
     score = service.methods_by_name["Score"]
-    assert (score.input_type.full_name, score.output_type.full_name) == ("cheems.v1.ScoreRequest",
-                                                                       "cheems.v1.ScoreResponse")
+    assert (score.input_type.full_name, score.output_type.full_name) == (
+        "cheems.v1.ScoreRequest",
+        "cheems.v1.ScoreResponse",
+    )
     request = reward_pb2.ScoreRequest.DESCRIPTOR.fields_by_name
     assert (request["prompt"].number, request["responses"].number) == (1, 2)
     assert request["responses"].is_repeated
@@ -39,8 +41,12 @@ def test_reward_service_contract() -> None:
 
 @pytest.mark.parametrize(
     ("module", "service"),
-    [("reward_pb2", "RewardService"), ("ingestion_pb2", "IngestionService"),
-     ("annotation_pb2", "AnnotationService"), ("evaluation_pb2", "EvaluationService")],
+    [
+        ("reward_pb2", "RewardService"),
+        ("ingestion_pb2", "IngestionService"),
+        ("annotation_pb2", "AnnotationService"),
+        ("evaluation_pb2", "EvaluationService"),
+    ],
 )
 def test_every_service_is_in_package_cheems_v1(module: str, service: str) -> None:
     import importlib
@@ -54,9 +60,15 @@ def test_event_payloads_round_trip_with_chinese_text() -> None:
     from cheems.v1 import common_pb2, events_pb2, reward_pb2
 
     event = events_pb2.ScoreRequestEvent(
-        run_id="run-1", subset="open", prompt_id="p1", response_ids=["a", "b"],
-        request=reward_pb2.ScoreRequest(prompt="你好", responses=["很好。", "不好。"],
-                                        history=[common_pb2.Message(role="user", content="在吗？")]),
+        run_id="run-1",
+        subset="open",
+        prompt_id="p1",
+        response_ids=["a", "b"],
+        request=reward_pb2.ScoreRequest(
+            prompt="你好",
+            responses=["很好。", "不好。"],
+            history=[common_pb2.Message(role="user", content="在吗？")],
+        ),
     )
     event.header.schema_version = 1
     decoded = events_pb2.ScoreRequestEvent.FromString(event.SerializeToString())

@@ -31,7 +31,12 @@ def test_json_follows_the_contract(result) -> None:  # type: ignore[no-untyped-d
     assert (safety["accuracy"], safety["exact_match"], safety["prompts"], safety["pairs"]) == (0.0, 0.0, 1, 1)
     # a reward tie on a gold pair: wrong for accuracy, but no break of exact match in official semantics
     assert data["subsets"]["human"]["per_category"]["复杂指令"] | {"ece": None} == {
-        "accuracy": 0.5, "exact_match": 1.0, "ece": None, "prompts": 1, "pairs": 2}
+        "accuracy": 0.5,
+        "exact_match": 1.0,
+        "ece": None,
+        "prompts": 1,
+        "pairs": 2,
+    }
 
 
 def test_table_lists_subsets_overall_and_categories(result) -> None:  # type: ignore[no-untyped-def]

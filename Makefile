@@ -30,7 +30,7 @@ test: setup
 
 demo: setup
 	$(BIN)/cheems eval data/sample/open.jsonl data/sample/human.jsonl \
-		--rewards data/sample/rewards.jsonl --json out/demo/results.json --report out/demo
+		--rewards data/sample/rewards.jsonl --report out/demo
 
 # Regenerates the bundled sample benchmark (seeded; the output is committed).
 sample: setup

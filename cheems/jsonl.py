@@ -38,11 +38,18 @@ def write_objects(path: str | Path, objects: Iterable[dict[str, Any]]) -> int:
             for obj in objects:
                 f.write(json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n")
                 count += 1
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes owner-only files; honour the umask
         os.replace(tmp, target)
     except BaseException:
         os.unlink(tmp)
         raise
     return count
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def require(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], path: str | Path, line: int) -> Any:

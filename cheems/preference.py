@@ -21,7 +21,8 @@ from cheems.jsonl import iter_objects, require, write_objects
 from cheems.responses import Response, content_id, parse_responses
 
 Pair = tuple[str, str]  # (chosen id, rejected id)
-_KNOWN = {"input", "prompt", "responses", "annotations", "answer1", "answer2", "preference"}
+_PAIRWISE = {"answer1", "answer2", "preference"}
+_KNOWN = {"input", "prompt", "responses", "annotations", *_PAIRWISE}
 
 
 @dataclass(frozen=True)
@@ -72,8 +73,8 @@ def read_preference(path: str | Path) -> list[PreferenceItem]:
         if "responses" in obj:
             for response in parse_responses(obj["responses"], path, line):
                 draft.add_response(response, path, line)
-        if {"answer1", "answer2", "preference"} <= obj.keys():
-            _add_answer_pair(draft, obj, path, line, "preference")
+        if _PAIRWISE & obj.keys() and "annotations" not in obj:
+            _add_answer_pair(draft, obj, path, line, "")
         elif "annotations" in obj:
             _add_annotations(draft, obj["annotations"], path, line)
         else:
@@ -91,7 +92,7 @@ def _add_annotations(draft: _Draft, value: Any, path: str | Path, line: int) -> 
     for i, anno in enumerate(value):
         where = f"annotations[{i}]"
         if isinstance(anno, dict):
-            _add_answer_pair(draft, anno, path, line, where)
+            _add_answer_pair(draft, anno, path, line, where + ".")
             continue
         ok = isinstance(anno, list) and len(anno) == 3 and all(isinstance(x, str) for x in anno[:2])
         if not ok or str(anno[2]) != "1":
@@ -101,18 +102,25 @@ def _add_annotations(draft: _Draft, value: Any, path: str | Path, line: int) -> 
         draft.add_pair((anno[0], anno[1]), path, line, where)
 
 
-def _add_answer_pair(draft: _Draft, obj: dict[str, Any], path: str | Path, line: int, where: str) -> None:
-    first, second = (require(obj, key, str, path, line) for key in ("answer1", "answer2"))
+def _add_answer_pair(draft: _Draft, obj: dict[str, Any], path: str | Path, line: int, prefix: str) -> None:
+    """An {answer1, answer2, preference} record; `prefix` locates it in the line (e.g. "annotations[2].")."""
+    answers = []
+    for key in ("answer1", "answer2"):
+        try:
+            answers.append(require(obj, key, str, path, line))
+        except FormatError as e:
+            raise FormatError(path, line, e.reason, field=prefix + key) from None
     preference = obj.get("preference")
     if isinstance(preference, bool) or str(preference) not in {"1", "2"}:
-        raise FormatError(path, line, f"expected 1 or 2, got {preference!r}", field=where)
+        problem = "missing field" if "preference" not in obj else f"expected 1 or 2, got {preference!r}"
+        raise FormatError(path, line, problem, field=prefix + "preference")
     ids = []
-    for content in (first, second):
+    for content in answers:
         response = Response(content_id(content), content)
         draft.add_response(response, path, line)
         ids.append(response.id)
     chosen, rejected = ids if str(preference) == "1" else ids[::-1]
-    draft.add_pair((chosen, rejected), path, line, where)
+    draft.add_pair((chosen, rejected), path, line, prefix + "preference")
 
 
 def write_preference(path: str | Path, items: Iterable[PreferenceItem]) -> int:

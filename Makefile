@@ -46,7 +46,7 @@ bench: setup
 
 lock: setup
 	{ echo '# Full dependency tree, pinned. Regenerate with `make lock` after changing pyproject.toml.'; \
-	  $(BIN)/python -m pip freeze --exclude-editable; } > constraints.txt
+	  $(BIN)/python -m pip freeze --exclude-editable | sed "s/+cpu$$//"; } > constraints.txt
 
 clean:
 	rm -rf $(VENV) out build *.egg-info cheems/v1/*_pb2*.py cheems/v1/*_pb2*.pyi $(STAMP_PROTO)

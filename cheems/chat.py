@@ -1,0 +1,86 @@
+"""The one chat template and tokenization shared by the trainer and the scorer.
+
+A (prompt, response) pair becomes the conversation [system?, *history, user, assistant], rendered
+with the tokenizer's chat template, stripped of surrounding whitespace (as the official code does:
+some templates end in a newline a generator never emits), and tokenized without extra special
+tokens. The reward is read at the last token of that sequence.
+
+    ids = encode(tokenizer, Conversation("你好", "你好！有什么可以帮你？"), max_length=2048)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+DEFAULT_MAX_LENGTH = 2048
+
+
+class Truncation(StrEnum):
+    """What to do with a sequence longer than max_length."""
+
+    NONE = "none"  # keep it whole; the caller drops it or rejects it
+    LEFT = "left"  # keep the last max_length tokens (the response's end, the pooled token, survives)
+    RIGHT = "right"  # keep the first max_length tokens
+
+
+@dataclass(frozen=True)
+class Conversation:
+    prompt: str
+    response: str
+    system_prompt: str | None = None
+    history: tuple[tuple[str, str], ...] = field(default=())  # (role, content), oldest first
+
+    def messages(self) -> list[dict[str, str]]:
+        turns = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        turns += [{"role": role, "content": content} for role, content in self.history]
+        turns += [{"role": "user", "content": self.prompt}, {"role": "assistant", "content": self.response}]
+        return turns
+
+
+@dataclass(frozen=True)
+class Encoded:
+    input_ids: list[int]
+    full_length: int  # before truncation
+
+    @property
+    def truncated(self) -> bool:
+        return self.full_length > len(self.input_ids)
+
+
+def render(tokenizer: Any, conversation: Conversation) -> str:
+    """The templated text of a conversation, stripped."""
+    text = tokenizer.apply_chat_template(conversation.messages(), tokenize=False, add_generation_prompt=False)
+    return str(text).strip()
+
+
+def encode_many(
+    tokenizer: Any,
+    conversations: Sequence[Conversation],
+    max_length: int = DEFAULT_MAX_LENGTH,
+    truncation: Truncation = Truncation.NONE,
+) -> list[Encoded]:
+    """Token ids of each conversation (one batched tokenizer call), truncated per the policy."""
+    if max_length < 1:
+        raise ValueError(f"max_length must be >= 1, got {max_length}")
+    texts = [render(tokenizer, c) for c in conversations]
+    batches = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+    return [_cut(list(ids), max_length, truncation) for ids in batches]
+
+
+def encode(
+    tokenizer: Any,
+    conversation: Conversation,
+    max_length: int = DEFAULT_MAX_LENGTH,
+    truncation: Truncation = Truncation.NONE,
+) -> Encoded:
+    return encode_many(tokenizer, [conversation], max_length, truncation)[0]
+
+
+def _cut(ids: list[int], max_length: int, truncation: Truncation) -> Encoded:
+    if len(ids) <= max_length or truncation is Truncation.NONE:
+        return Encoded(ids, len(ids))
+    kept = ids[-max_length:] if truncation is Truncation.LEFT else ids[:max_length]
+    return Encoded(kept, len(ids))

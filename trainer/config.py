@@ -1,0 +1,99 @@
+"""The one configuration object of a training run. Recipes (`trainer.recipes`) return one.
+
+`--set key=value` overrides a field from the command line; values are parsed by the field's type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainer.data import LengthPolicy
+
+
+@dataclass
+class TrainConfig:
+    model: str = ""  # checkpoint directory (AutoModelForSequenceClassification, safetensors)
+    train_files: list[str] = field(default_factory=list)  # CheemsPreference or CheemsBench jsonl
+    eval_files: list[str] = field(default_factory=list)  # CheemsBench jsonl, evaluated periodically
+    out_dir: str = "out/train"
+    max_length: int = 2048
+    length_policy: str = "drop"  # drop | left | right
+    micro_batch_size: int = 2  # responses per forward per process
+    grad_accum_steps: int = 1
+    global_batch_size: int = 0  # responses per optimizer step; 0 = micro x world x accum, else checked
+    epochs: float = 1.0
+    lr: float = 5e-6
+    weight_decay: float = 0.0
+    warmup_ratio: float = 0.1
+    max_grad_norm: float = 1.0
+    reg_coef: float = 0.1  # Gaussian prior on rewards (paper default)
+    margin: float = 0.0
+    seed: int = 0
+    bf16: bool = True  # autocast on GPU; CPU always runs fp32
+    gradient_checkpointing: bool = False
+    fsdp: bool = False  # shard parameters (large models on GPUs); DDP otherwise
+    eval_every: int = 0  # optimizer steps; 0 = at the end only
+    save_every: int = 0  # optimizer steps; 0 = at the end only
+    stop_after: int = 0  # stop after this many optimizer steps (simulates an interruption); 0 = never
+    resume: bool = True  # continue from the latest checkpoint in out_dir if there is one
+    progress: bool = True
+    trust_remote_code: bool = False
+
+    def __post_init__(self) -> None:
+        positive = ["max_length", "micro_batch_size", "grad_accum_steps"]
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ["epochs", "lr"]:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if self.length_policy not in {p.value for p in LengthPolicy}:
+            raise ValueError(f"length_policy must be drop, left or right, got {self.length_policy!r}")
+        if self.reg_coef < 0:
+            raise ValueError(f"reg_coef must be >= 0, got {self.reg_coef}")
+
+    def forward_batch(self, world_size: int) -> int:
+        """Responses per forward across all ranks, checked against global_batch_size when set."""
+        size = self.micro_batch_size * world_size
+        if self.global_batch_size and self.global_batch_size != size * self.grad_accum_steps:
+            raise ValueError(
+                f"global_batch_size {self.global_batch_size} != micro_batch_size {self.micro_batch_size} x "
+                f"world size {world_size} x grad_accum_steps {self.grad_accum_steps}"
+            )
+        return size
+
+    def with_overrides(self, assignments: list[str]) -> TrainConfig:
+        """A copy with `key=value` assignments applied (lists as JSON or comma-separated)."""
+        types = {f.name: f.type for f in dataclasses.fields(self)}
+        changes: dict[str, Any] = {}
+        for assignment in assignments:
+            key, sep, raw = assignment.partition("=")
+            if not sep or key not in types:
+                raise ValueError(f"--set {assignment!r}: expected key=value with key one of {sorted(types)}")
+            changes[key] = _parse(raw, str(types[key]), key)
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _parse(raw: str, kind: str, key: str) -> Any:
+    try:
+        if kind.startswith("list"):
+            return json.loads(raw) if raw.startswith("[") else [x for x in raw.split(",") if x]
+        if kind == "bool":
+            if raw.lower() not in {"true", "false", "1", "0", "yes", "no"}:
+                raise ValueError(raw)
+            return raw.lower() in {"true", "1", "yes"}
+        if kind == "int":
+            return int(raw)
+        if kind == "float":
+            return float(raw)
+        return raw
+    except ValueError:
+        raise ValueError(f"--set {key}={raw!r}: not a valid {kind}") from None

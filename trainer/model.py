@@ -97,8 +97,8 @@ def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Te
 
 
 def rewards(model: Any, sequences: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> torch.Tensor:
-    """Scalar reward of each token sequence: the head at its last token, as float32."""
-    ids, mask = pad_batch(sequences, model.config.pad_token_id)
+    """Scalar reward of each token sequence: the head at its last token, as float32. DDP-wrapped models work."""
+    ids, mask = pad_batch(sequences, getattr(model, "module", model).config.pad_token_id)
     logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
     return logits[:, 0].float()
 

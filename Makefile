@@ -8,7 +8,7 @@ PROTOS := $(wildcard protos/cheems/v1/*.proto)
 STAMP_INSTALL := $(VENV)/.installed
 STAMP_PROTO   := cheems/v1/.stamp-proto
 
-.PHONY: setup proto test demo check bench lock clean sample
+.PHONY: setup proto test demo check bench lock clean sample train
 
 setup: $(STAMP_INSTALL) $(STAMP_PROTO)
 
@@ -36,6 +36,13 @@ demo: setup
 sample: setup
 	$(BIN)/python -m cheems.sample_bench --out data/sample
 
+# Trains the tiny RM on the bundled sample with two torchrun processes on CPU (gloo).
+train: setup out/models/tiny/config.json
+	$(BIN)/cheems train --recipe tiny-cpu --nproc 2
+
+out/models/tiny/config.json: | $(STAMP_INSTALL)
+	$(BIN)/cheems init-model --out out/models/tiny
+
 check: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -43,6 +50,7 @@ check: setup
 
 bench: setup
 	$(BIN)/python bench/eval_bench.py
+	$(BIN)/python bench/sampler_bench.py
 
 lock: setup
 	{ echo '# Full dependency tree, pinned. Regenerate with `make lock` after changing pyproject.toml.'; \

@@ -12,7 +12,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.distributed.nn import functional as dist_fn
 
 
 @dataclass(frozen=True)
@@ -58,8 +57,27 @@ def gather_with_grad(local: torch.Tensor, counts: list[int], world: World) -> to
         return local
     width = max(counts)
     padded = torch.cat([local, local.new_zeros(width - local.shape[0])])
-    parts = dist_fn.all_gather(padded)
+    parts = _AllGather.apply(padded)
     return torch.cat([part[:n] for part, n in zip(parts, counts, strict=True)])
+
+
+class _AllGather(torch.autograd.Function):
+    """all_gather whose backward sums every rank's gradient and hands each rank its own slice.
+
+    The backward uses all_reduce rather than reduce_scatter, which gloo (CPU) does not offer.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor) -> torch.Tensor:
+        parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
+        dist.all_gather(parts, tensor.contiguous())
+        return torch.stack(parts)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        grad = grad.contiguous()
+        dist.all_reduce(grad)
+        return grad[dist.get_rank()]
 
 
 def gather_objects(obj: Any, world: World) -> list[Any]:

@@ -22,6 +22,13 @@ from cheems.errors import CheemsError
 log = logging.getLogger(__name__)
 
 
+def quiet_transformers() -> None:
+    """Our own progress bar and logs report training; transformers' per-file bars are noise here."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 class ModelError(CheemsError):
     """A checkpoint cannot be loaded or converted."""
 
@@ -51,6 +58,7 @@ def load_model(
     """(model, tokenizer) from a sequence-classification checkpoint directory, safetensors only."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+    quiet_transformers()
     directory = Path(path)
     if not any(directory.glob("*.safetensors")):
         raise ModelError(f"{directory}: no *.safetensors weights (pickled .bin checkpoints are refused)")

@@ -109,6 +109,18 @@ def init_model_command(
     typer.echo(f"wrote {init_tiny_model(out, hidden_size, layers, seed)}")
 
 
+@app.command("convert-checkpoint")
+@clear_errors
+def convert_command(
+    source: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="Official CheemsRM checkpoint.")],
+    out: Annotated[Path, typer.Option(help="Where to write the sequence-classification checkpoint.")],
+) -> None:
+    """Convert an official CheemsRM checkpoint (causal LM + v_head) to AutoModelForSequenceClassification."""
+    from trainer.model import convert_v_head
+
+    typer.echo(f"wrote {convert_v_head(source, out)}")
+
+
 @app.command("train")
 @clear_errors
 def train_command(

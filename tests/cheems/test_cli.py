@@ -83,3 +83,17 @@ def test_missing_reward_is_reported(tmp_path: Path, sample_paths) -> None:  # ty
 def test_missing_file_is_a_usage_error(tmp_path: Path, sample_paths) -> None:  # type: ignore[no-untyped-def]
     run = cheems("eval", tmp_path / "nope.jsonl", "--rewards", sample_paths[1])
     assert run.returncode == 2 and "does not exist" in run.stderr
+
+
+def test_train_rejects_an_unknown_recipe_and_a_bad_override() -> None:
+    run = cheems("train", "--recipe", "nope")
+    assert run.returncode == 2 and "unknown recipe 'nope'" in run.stderr
+    run = cheems("train", "--set", "micro_batch_size=zero")
+    assert run.returncode == 2 and "micro_batch_size" in run.stderr
+    run = cheems("train", "--set", "colour=blue")
+    assert run.returncode == 2 and "colour" in run.stderr
+
+
+def test_train_with_a_missing_model_is_a_clear_error(tmp_path: Path) -> None:
+    run = cheems("train", "--set", f"model={tmp_path / 'absent'}", "--set", f"out_dir={tmp_path / 'out'}")
+    assert run.returncode == 2 and "no *.safetensors weights" in run.stderr and "Traceback" not in run.stderr

@@ -112,14 +112,15 @@ def test_resume_reproduces_an_uninterrupted_run(tiny: Path, files: tuple[Path, P
     assert resumed_losses == pytest.approx(losses, abs=1e-6)
 
 
-def test_two_process_ddp_matches_one_process(tiny: Path, files: tuple[Path, Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize("fsdp", ["false", "true"], ids=["ddp", "fsdp"])
+def test_two_processes_match_one_process(tiny: Path, files: tuple[Path, Path], tmp_path: Path, fsdp: str) -> None:
     """torchrun with gloo: 2 ranks x micro batch 5 == 1 rank x micro batch 10, same global batches."""
     shared = ["--set", f"model={tiny}", "--set", f"train_files={files[0]}", "--set", f"eval_files={files[1]}",
               "--set", "max_length=128", "--set", "epochs=1", "--set", "lr=3e-3", "--set", "progress=false"]
     single = train(config(tiny, files, tmp_path / "one", epochs=1))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "cheems.cli", "train", "--recipe", "tiny-cpu", "--nproc", "2", *shared,
-           "--set", "micro_batch_size=5", "--set", f"out_dir={tmp_path / 'two'}"]
+           "--set", "micro_batch_size=5", "--set", f"out_dir={tmp_path / 'two'}", "--set", f"fsdp={fsdp}"]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
     one_log = [json.loads(x) for x in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]

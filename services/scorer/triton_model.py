@@ -1,0 +1,97 @@
+"""The reward model served by a real Triton Inference Server, started through PyTriton.
+
+Signature (also what an external Triton must serve): inputs `input_ids` INT64 [-1] (right-padded)
+and `lengths` INT64 [1]; output `rewards` FP32 [1]; batch dimension first. Triton's dynamic
+batcher merges concurrent requests of equal padded length (`max_batch_size`, a short queue
+delay); the infer function then re-groups the merged batch by true length to limit padding.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sysconfig
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from services.scorer.backends import score_in_groups
+
+log = logging.getLogger(__name__)
+
+
+def make_infer(model: Any, device: str, max_batch: int) -> Callable[..., dict[str, np.ndarray]]:
+    from pytriton.decorators import batch
+
+    @batch
+    def infer(input_ids: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
+        sequences = [row[: int(n)].tolist() for row, n in zip(input_ids, lengths[:, 0], strict=True)]
+        values = score_in_groups(model, sequences, max_batch, device)
+        return {"rewards": np.asarray(values, dtype=np.float32)[:, None]}
+
+    return infer
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def use_running_libpython() -> None:
+    """Under pyenv, Triton's Python backend stub can load the system libpython and crash
+    (`_recursion_count`); putting this interpreter's LIBDIR first makes it load the right one."""
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    current = os.environ.get("LD_LIBRARY_PATH", "")
+    if libdir and not current.startswith(libdir):
+        os.environ["LD_LIBRARY_PATH"] = f"{libdir}:{current}" if current else libdir
+
+
+class TritonHost:
+    """Starts tritonserver (PyTriton) with the RM bound; `url` is its gRPC endpoint."""
+
+    def __init__(self, model_dir: str, name: str, device: str, max_batch_size: int, queue_delay_us: int) -> None:
+        self.model_dir, self.name, self.device = model_dir, name, device
+        self.max_batch_size, self.queue_delay_us = max_batch_size, queue_delay_us
+        self.triton: Any = None
+        self.url = ""
+        self.log_file = ""
+
+    def start(self) -> str:
+        from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
+        from pytriton.triton import Triton, TritonConfig
+
+        from trainer.model import load_model
+
+        logging.getLogger("pytriton").setLevel(logging.WARNING)
+        use_running_libpython()
+        model, _ = load_model(self.model_dir)
+        model.to(self.device).eval()
+        grpc_port = free_port()
+        self.log_file = os.path.join(tempfile.gettempdir(), f"cheems-triton-{grpc_port}.log")
+        config = TritonConfig(grpc_address="127.0.0.1", http_address="127.0.0.1", grpc_port=grpc_port,
+                              http_port=free_port(), metrics_port=free_port(), log_verbose=0,
+                              log_file=self.log_file, exit_timeout_secs=5)
+        self.triton = Triton(config=config)
+        self.triton.bind(
+            model_name=self.name,
+            infer_func=make_infer(model, self.device, self.max_batch_size),
+            inputs=[Tensor(name="input_ids", dtype=np.int64, shape=(-1,)),
+                    Tensor(name="lengths", dtype=np.int64, shape=(1,))],
+            outputs=[Tensor(name="rewards", dtype=np.float32, shape=(1,))],
+            config=ModelConfig(max_batch_size=self.max_batch_size,
+                               batcher=DynamicBatcher(max_queue_delay_microseconds=self.queue_delay_us)),
+            strict=True,
+        )
+        self.triton.run()
+        self.url = f"127.0.0.1:{grpc_port}"
+        log.info("Triton serving %s at %s (server log: %s)", self.name, self.url, self.log_file)
+        return self.url
+
+    def stop(self) -> None:
+        if self.triton is not None:
+            self.triton.stop()
+            self.triton = None

@@ -145,5 +145,63 @@ def train_command(
         raise typer.BadParameter(str(e)) from None
 
 
+@app.command("serve")
+@clear_errors
+def serve_command(
+    model: Annotated[Path, typer.Option(exists=True, file_okay=False, help="Checkpoint directory.")],
+    grpc_port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50051,
+    http_port: Annotated[int, typer.Option(help="HTTP port (0 = any free port, -1 = none).")] = 8000,
+    backend: Annotated[str, typer.Option(help="triton (PyTriton, or --triton-url) or torch (in-process).")] = "triton",
+    triton_url: Annotated[str, typer.Option(help="host:port of an external Triton gRPC endpoint.")] = "",
+    host: Annotated[str, typer.Option()] = "0.0.0.0",
+    max_responses: Annotated[int, typer.Option(min=1)] = 64,
+    max_length: Annotated[int, typer.Option(min=1)] = 2048,
+    truncation: Annotated[str, typer.Option(help="error | left | right for over-length inputs.")] = "error",
+    max_batch_size: Annotated[int, typer.Option(min=1, help="Triton dynamic batch, in responses.")] = 64,
+    token: Annotated[str, typer.Option(envvar="CHEEMS_SCORER_TOKEN", help="Require this bearer token.")] = "",
+    tls_cert: Annotated[str, typer.Option(help="PEM certificate (with --tls-key) for TLS on gRPC.")] = "",
+    tls_key: Annotated[str, typer.Option()] = "",
+    device: Annotated[str, typer.Option()] = "cpu",
+) -> None:
+    """Serve a reward model: gRPC cheems.v1.RewardService/Score and HTTP POST /get_reward."""
+    from services.scorer.config import ScorerConfig
+    from services.scorer.server import serve
+
+    try:
+        config = ScorerConfig(model=str(model), grpc_port=grpc_port, http_port=http_port, backend=backend,
+                              triton_url=triton_url, host=host, max_responses=max_responses, max_length=max_length,
+                              truncation=truncation, max_batch_size=max_batch_size, auth_token=token,
+                              tls_cert=tls_cert, tls_key=tls_key, device=device)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    serve(config)
+
+
+@app.command("score")
+@clear_errors
+def score_command(
+    prompt: Annotated[str, typer.Option(help="The user prompt.")],
+    response: Annotated[list[str], typer.Option(help="A response to score; repeat for several.")],
+    model_url: Annotated[str, typer.Option(help="host:port of the scorer's gRPC endpoint.")] = "localhost:50051",
+    system_prompt: Annotated[str, typer.Option()] = "",
+    token: Annotated[str, typer.Option(envvar="CHEEMS_SCORER_TOKEN")] = "",
+    timeout: Annotated[float, typer.Option(help="Deadline in seconds.")] = 30.0,
+) -> None:
+    """Score responses with a running scorer (a quick check)."""
+    import grpc
+
+    from services.scorer.client import RewardClient
+
+    try:
+        with RewardClient(model_url, token=token, timeout=timeout) as client:
+            reply = client.score_full(prompt, response, system_prompt)
+    except grpc.RpcError as e:
+        typer.echo(f"error: {e.code().name}: {e.details()}", err=True)
+        raise typer.Exit(2) from None
+    for i, (text, score) in enumerate(zip(response, reply.scores, strict=True)):
+        mark = "*" if i == reply.best_index else " "
+        typer.echo(f"{mark} {score:+.4f}  {text[:60]}")
+
+
 if __name__ == "__main__":
     app()

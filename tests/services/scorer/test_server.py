@@ -1,0 +1,206 @@
+"""The scorer end to end over real gRPC and HTTP, against a real Triton started by PyTriton."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from cheems.chat import Conversation, encode_many
+from cheems.v1 import reward_pb2, reward_pb2_grpc
+from services.scorer.config import ScorerConfig
+from services.scorer.server import ScorerServer
+from trainer.model import load_model, rewards
+
+PROMPT = "请用一句话介绍长城。"
+RESPONSES = ["长城是中国古代修建的军事防御工程，绵延上万里。", "不知道。", "The Great Wall 很长 very long。"]
+
+
+def stub(server: ScorerServer) -> Any:
+    return reward_pb2_grpc.RewardServiceStub(grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}"))
+
+
+def code_of(call: Any) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.RpcError) as info:
+        call()
+    return info.value.code(), info.value.details()
+
+
+def http(server: ScorerServer, path: str, body: Any = None, token: str = "") -> tuple[int, Any]:
+    data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    headers = {"content-type": "application/json", **({"authorization": f"Bearer {token}"} if token else {})}
+    request = urllib.request.Request(f"http://127.0.0.1:{server.http_port}{path}", data=data, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            raw = reply.read()
+            status = reply.status
+    except urllib.error.HTTPError as e:
+        raw, status = e.read(), e.code
+    try:
+        return status, json.loads(raw)
+    except json.JSONDecodeError:
+        return status, raw.decode()
+
+
+def trainer_scores(model_dir: Path, prompt: str, responses: list[str]) -> list[float]:
+    model, tokenizer = load_model(model_dir)
+    ids = [e.input_ids for e in encode_many(tokenizer, [Conversation(prompt, r) for r in responses])]
+    return rewards(model.eval(), ids).tolist()
+
+
+def test_scores_through_triton_equal_the_trainers(triton_server: ScorerServer, tiny_model: Path) -> None:
+    reply = stub(triton_server).Score(reward_pb2.ScoreRequest(prompt=PROMPT, responses=RESPONSES, request_id="r-1"),
+                                      timeout=30)
+    expected = trainer_scores(tiny_model, PROMPT, RESPONSES)
+    assert list(reply.scores) == pytest.approx(expected, abs=1e-5)
+    assert reply.best_index == max(range(3), key=lambda i: expected[i])
+    assert list(reply.truncated) == [False] * 3 and reply.request_id == "r-1"
+    assert reply.timings.total_ms >= reply.timings.inference_ms > 0
+
+
+def test_torch_and_triton_backends_agree(triton_server: ScorerServer, truncating_server: ScorerServer) -> None:
+    request = reward_pb2.ScoreRequest(prompt="你好", responses=["你好！", "您好，有什么可以帮您？"],
+                                      system_prompt="你是一个礼貌的助手")
+    via_triton = stub(triton_server).Score(request, timeout=30).scores
+    via_torch = stub(truncating_server).Score(request, timeout=30).scores
+    assert list(via_triton) == pytest.approx(list(via_torch), abs=1e-5)
+
+
+def test_system_prompt_and_history_change_the_score(triton_server: ScorerServer) -> None:
+    s = stub(triton_server)
+    plain = s.Score(reward_pb2.ScoreRequest(prompt="你好", responses=["你好！"]), timeout=30).scores[0]
+    system = s.Score(reward_pb2.ScoreRequest(prompt="你好", responses=["你好！"], system_prompt="你是诗人"),
+                     timeout=30).scores[0]
+    assert plain != pytest.approx(system, abs=1e-7)
+
+
+def test_score_batch_keeps_order(triton_server: ScorerServer) -> None:
+    items = [reward_pb2.ScoreRequest(prompt=PROMPT, responses=RESPONSES[:k]) for k in (1, 2, 3)]
+    reply = stub(triton_server).ScoreBatch(reward_pb2.ScoreBatchRequest(items=items), timeout=30)
+    assert [len(r.scores) for r in reply.results] == [1, 2, 3]
+    assert reply.results[2].scores[0] == pytest.approx(reply.results[0].scores[0], abs=1e-5)
+
+
+def test_health_and_reflection(triton_server: ScorerServer) -> None:
+    channel = grpc.insecure_channel(f"127.0.0.1:{triton_server.grpc_port}")
+    checker = health_pb2_grpc.HealthStub(channel)
+    for service in ("", "cheems.v1.RewardService"):
+        status = checker.Check(health_pb2.HealthCheckRequest(service=service), timeout=5).status
+        assert status == health_pb2.HealthCheckResponse.SERVING
+    reflector = reflection_pb2_grpc.ServerReflectionStub(channel)
+    [answer] = list(reflector.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")])))
+    names = {s.name for s in answer.list_services_response.service}
+    assert "cheems.v1.RewardService" in names and "grpc.health.v1.Health" in names
+
+
+def test_model_info(strict_server: ScorerServer) -> None:
+    info = stub(strict_server).GetModelInfo(reward_pb2.ModelInfoRequest(), timeout=5,
+                                            metadata=[("authorization", "Bearer s3cret")])
+    assert (info.backend, info.max_responses, info.max_length, info.truncation) == ("torch", 3, 48, "error")
+
+
+AUTH = [("authorization", "Bearer s3cret")]
+
+
+@pytest.mark.parametrize(
+    ("request_", "code", "detail"),
+    [
+        (reward_pb2.ScoreRequest(prompt="你好", responses=[]), grpc.StatusCode.INVALID_ARGUMENT, "responses is empty"),
+        (reward_pb2.ScoreRequest(prompt="", responses=["好"]), grpc.StatusCode.INVALID_ARGUMENT, "prompt is empty"),
+        (reward_pb2.ScoreRequest(prompt="你好", responses=["好"] * 4), grpc.StatusCode.RESOURCE_EXHAUSTED,
+         "4 responses exceed the limit of 3"),
+        (reward_pb2.ScoreRequest(prompt="你好", responses=["好" * 200]), grpc.StatusCode.RESOURCE_EXHAUSTED,
+         "over max_length 48"),
+    ],
+)
+def test_bad_input_gets_a_clear_status_and_the_server_keeps_serving(
+    strict_server: ScorerServer, request_: Any, code: grpc.StatusCode, detail: str
+) -> None:
+    s = stub(strict_server)
+    got, details = code_of(lambda: s.Score(request_, timeout=10, metadata=AUTH))
+    assert got == code and detail in details
+    assert len(s.Score(reward_pb2.ScoreRequest(prompt="你好", responses=["好"]), timeout=10, metadata=AUTH).scores) == 1
+
+
+def test_truncation_when_the_policy_allows_it(truncating_server: ScorerServer) -> None:
+    reply = stub(truncating_server).Score(reward_pb2.ScoreRequest(prompt="你好", responses=["好" * 200, "好"]),
+                                          timeout=10)
+    assert list(reply.truncated) == [True, False]
+
+
+def test_auth(strict_server: ScorerServer) -> None:
+    s = stub(strict_server)
+    request = reward_pb2.ScoreRequest(prompt="你好", responses=["好"])
+    assert code_of(lambda: s.Score(request, timeout=5))[0] == grpc.StatusCode.UNAUTHENTICATED
+    wrong = [("authorization", "Bearer nope")]
+    assert code_of(lambda: s.Score(request, timeout=5, metadata=wrong))[0] == grpc.StatusCode.UNAUTHENTICATED
+    assert s.Score(request, timeout=5, metadata=AUTH).scores
+    channel = grpc.insecure_channel(f"127.0.0.1:{strict_server.grpc_port}")  # probes need no token
+    status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+    assert status == health_pb2.HealthCheckResponse.SERVING
+    assert http(strict_server, "/get_reward", {"query": ["x"]})[0] == 401
+    assert http(strict_server, "/get_reward", {"query": ["x"]}, token="s3cret")[0] == 200
+
+
+def test_deadline_exceeded(triton_server: ScorerServer) -> None:
+    s = stub(triton_server)
+    long = [f"第{i}个回答：" + "很长的内容。" * 150 for i in range(40)]
+    got, _ = code_of(lambda: s.Score(reward_pb2.ScoreRequest(prompt=PROMPT, responses=long), timeout=0.05))
+    assert got == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert s.Score(reward_pb2.ScoreRequest(prompt=PROMPT, responses=RESPONSES), timeout=30).scores
+
+
+def test_unreachable_triton_is_unavailable(tiny_model: Path) -> None:
+    from services.scorer.triton_model import free_port
+
+    config = ScorerConfig(model=str(tiny_model), host="127.0.0.1", grpc_port=0, http_port=0, backend="triton",
+                          triton_url=f"127.0.0.1:{free_port()}")
+    with ScorerServer(config) as server:
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+        status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+        assert status == health_pb2.HealthCheckResponse.NOT_SERVING
+        got, details = code_of(lambda: stub(server).Score(reward_pb2.ScoreRequest(prompt="你好", responses=["好"]),
+                                                          timeout=10))
+        assert got == grpc.StatusCode.UNAVAILABLE and "unreachable" in details
+        assert http(server, "/health")[0] == 503
+
+
+def test_openrlhf_get_reward_with_the_exact_json_it_sends(triton_server: ScorerServer, tiny_model: Path) -> None:
+    """OpenRLHF's remote RM client posts full prompt+response texts (templated by the policy)."""
+    _, tokenizer = load_model(tiny_model)
+    templated = [tokenizer.apply_chat_template([{"role": "user", "content": PROMPT},
+                                                {"role": "assistant", "content": r}], tokenize=False)
+                 for r in RESPONSES]
+    prompts = [t[: t.rindex("<|im_start|>assistant")] for t in templated]
+    body = {"query": [t + "<|endoftext|>" for t in templated], "prompts": prompts, "labels": ["", "", ""]}
+    status, reply = http(triton_server, "/get_reward", body)
+    assert status == 200
+    assert set(reply) == {"rewards", "scores", "extra_logs"}
+    assert reply["rewards"] == pytest.approx(trainer_scores(tiny_model, PROMPT, RESPONSES), abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [(b"{not json", 400, "not valid JSON"), ({"query": "one string"}, 400, "query must be a list of strings"),
+     ({"query": []}, 400, "query is empty"), ([1, 2], 400, "JSON object")],
+)
+def test_http_bad_input(triton_server: ScorerServer, body: Any, status: int, message: str) -> None:
+    got, reply = http(triton_server, "/get_reward", body)
+    assert got == status and message in reply["error"]
+
+
+def test_http_score_health_and_metrics(triton_server: ScorerServer) -> None:
+    status, reply = http(triton_server, "/score", {"prompt": PROMPT, "responses": RESPONSES})
+    assert status == 200 and len(reply["scores"]) == 3 and reply["truncated"] == [False] * 3
+    assert http(triton_server, "/health") == (200, {"status": "SERVING"})
+    status, text = http(triton_server, "/metrics")
+    assert status == 200
+    assert 'cheems_scorer_requests_total{api="Score",status="OK"}' in text
+    assert "cheems_scorer_latency_seconds_bucket" in text and "cheems_scorer_batch_responses" in text

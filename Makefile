@@ -46,11 +46,12 @@ out/models/tiny/config.json: | $(STAMP_INSTALL)
 check: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy cheems evaluator
+	$(BIN)/mypy cheems evaluator trainer services
 
 bench: setup
 	$(BIN)/python bench/eval_bench.py
 	$(BIN)/python bench/sampler_bench.py
+	$(BIN)/python bench/scorer_bench.py
 
 lock: setup
 	{ echo '# Full dependency tree, pinned. Regenerate with `make lock` after changing pyproject.toml.'; \

@@ -42,9 +42,7 @@ def synthesize(directory: Path, prompts: int, seed: int = 0) -> tuple[list[Path]
     rewards = []
     for n in range(prompts):
         text = f"{n}:" + "".join(rng.choices(CHARS, k=rng.randint(20, 120)))
-        responses = tuple(
-            Response(f"r{i}", "".join(rng.choices(CHARS, k=rng.randint(100, 600)))) for i in range(5)
-        )
+        responses = tuple(Response(f"r{i}", "".join(rng.choices(CHARS, k=rng.randint(100, 600)))) for i in range(5))
         rank = {r.id: rng.randint(1, 4) for r in responses}
         item = BenchItem(text, responses, rank, (rng.choice(CATEGORIES), "二级"))
         subsets["open" if n % 2 else "human"].append(item)
@@ -66,9 +64,7 @@ def median_seconds(fn: Callable[[], object], repeats: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--prompts", type=int, default=2492)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
@@ -81,9 +77,7 @@ def main() -> None:
         cases: dict[str, Callable[[], object]] = {
             "raw": lambda: [json.loads(line) for p in files for line in p.open(encoding="utf-8")],
             "load": lambda: ([read_bench(p) for p in bench], read_rewards(rewards_path)),
-            "metric": lambda: evaluate_subsets(
-                {n: score_items(i, rewards, p) for n, (p, i) in loaded.items()}
-            ),
+            "metric": lambda: evaluate_subsets({n: score_items(i, rewards, p) for n, (p, i) in loaded.items()}),
             "eval": lambda: evaluate_files(bench, rewards_path),
         }
         size_mb = sum(p.stat().st_size for p in files) / 1e6

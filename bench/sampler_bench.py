@@ -44,8 +44,14 @@ def synth(path: Path, prompts: int, seed: int = 0) -> Path:
     for n in range(prompts):
         ranks = rng.choice(RANKINGS)
         responses = tuple(Response(f"r{i}", "".join(rng.choices(WORDS, k=rng.randint(60, 160)))) for i in range(5))
-        items.append(BenchItem(f"问题{n}：" + "".join(rng.choices(WORDS, k=20)), responses,
-                               {r.id: k for r, k in zip(responses, ranks, strict=True)}, ("推理",)))
+        items.append(
+            BenchItem(
+                f"问题{n}：" + "".join(rng.choices(WORDS, k=20)),
+                responses,
+                {r.id: k for r, k in zip(responses, ranks, strict=True)},
+                ("推理",),
+            )
+        )
     write_bench(path, items)
     return path
 
@@ -68,8 +74,10 @@ def in_process(train_file: Path, batch: int) -> dict[str, tuple[int, int, float]
     tokenizer = build_tokenizer()
     data = tokenize_groups(read_groups(train_file), tokenizer, max_length=512)
     group_of = data.group_of
-    sample = [(b, pairs_in_batch(b, data.pairs, group_of))
-              for b in epoch_batches(data.groups, data.pairs, SamplerConfig(batch, seed=0), 0)]
+    sample = [
+        (b, pairs_in_batch(b, data.pairs, group_of))
+        for b in epoch_batches(data.groups, data.pairs, SamplerConfig(batch, seed=0), 0)
+    ]
     flat = [p for group in data.pairs for p in group]
     random.Random(0).shuffle(flat)
     per = max(1, batch // 2)
@@ -88,13 +96,21 @@ def in_process(train_file: Path, batch: int) -> dict[str, tuple[int, int, float]
 
 
 def tokens_per_second(model: Path, train_file: Path, nproc: int, out: Path) -> float:
-    sets = [f"model={model}", f"train_files={train_file}", "eval_files=[]", f"out_dir={out}", "epochs=1",
-            "micro_batch_size=5", "progress=false", "max_length=512", "resume=false"]
+    sets = [
+        f"model={model}",
+        f"train_files={train_file}",
+        "eval_files=[]",
+        f"out_dir={out}",
+        "epochs=1",
+        "micro_batch_size=5",
+        "progress=false",
+        "max_length=512",
+        "resume=false",
+    ]
     args = ["--recipe", "tiny-cpu"] + [x for s in sets for x in ("--set", s)]
     launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"] if nproc > 1 else []
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run([sys.executable, *launcher, "-m", "trainer.train", *args], check=True, env=env,
-                   capture_output=True)
+    subprocess.run([sys.executable, *launcher, "-m", "trainer.train", *args], check=True, env=env, capture_output=True)
     log = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     return statistics.median(r["tokens_per_s"] for r in log[1:])  # skip the first (warm-up) step
 
@@ -114,10 +130,14 @@ def main() -> None:
     print(f"{args.prompts} prompts x 5 responses, batch {args.batch} responses, one epoch, 1 thread")
     print(f"  pairwise: {pe:6d} encodings  {pp:5d} pairs trained  {pt:7.2f} s")
     print(f"  sample:   {se:6d} encodings  {sp:5d} pairs trained  {st:7.2f} s")
-    print(f"encodings pairwise/sample = {pe / se:.2f}x; wall time pairwise/sample = {pt / st:.2f}x; "
-          f"pairs kept by sample batching = {sp / pp:.1%}")
-    print(f"tokens/s per process: 1 process {tps[1]:.0f}, 2 processes {tps[2]:.0f} "
-          f"(ratio {tps[2] / tps[1]:.2f}; this machine has {os.cpu_count()} cores)")
+    print(
+        f"encodings pairwise/sample = {pe / se:.2f}x; wall time pairwise/sample = {pt / st:.2f}x; "
+        f"pairs kept by sample batching = {sp / pp:.1%}"
+    )
+    print(
+        f"tokens/s per process: 1 process {tps[1]:.0f}, 2 processes {tps[2]:.0f} "
+        f"(ratio {tps[2] / tps[1]:.2f}; this machine has {os.cpu_count()} cores)"
+    )
 
 
 if __name__ == "__main__":

@@ -68,17 +68,13 @@ def prompt_key(obj: dict[str, Any]) -> str:
     return "input" if "input" in obj or "prompt" not in obj else "prompt"
 
 
-def _parse_rank(
-    raw: dict[str, Any], responses: tuple[Response, ...], path: str | Path, line: int
-) -> dict[str, int]:
+def _parse_rank(raw: dict[str, Any], responses: tuple[Response, ...], path: str | Path, line: int) -> dict[str, int]:
     ids = {r.id for r in responses}
     rank: dict[str, int] = {}
     for rid, value in raw.items():
         if rid not in ids:
             raise FormatError(path, line, f"rank names unknown response id {rid!r}", field="rank")
-        if isinstance(value, bool) or not (
-            isinstance(value, int) or (isinstance(value, str) and _INT.match(value))
-        ):
+        if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and _INT.match(value))):
             raise FormatError(path, line, f"rank of {rid!r} is not an integer: {value!r}", field="rank")
         rank[rid] = int(value)
     unranked = [r.id for r in responses if r.id not in rank]
@@ -94,9 +90,7 @@ def read_bench(path: str | Path) -> list[BenchItem]:
     for line, obj in iter_objects(path):
         item = parse_bench_record(obj, path, line)
         if item.input in first_line:
-            raise FormatError(
-                path, line, f"duplicate prompt, first seen on line {first_line[item.input]}", "input"
-            )
+            raise FormatError(path, line, f"duplicate prompt, first seen on line {first_line[item.input]}", "input")
         first_line[item.input] = line
         items.append(item)
     return items

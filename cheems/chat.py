@@ -79,7 +79,8 @@ def encode(
     return encode_many(tokenizer, [conversation], max_length, truncation)[0]
 
 
-def _cut(ids: list[int], max_length: int, truncation: Truncation) -> Encoded:
+def _cut(ids: list[int], max_length: int, truncation: Truncation | str) -> Encoded:
+    truncation = Truncation(truncation)  # plain strings ("left") behave like the members
     if len(ids) <= max_length or truncation is Truncation.NONE:
         return Encoded(ids, len(ids))
     kept = ids[-max_length:] if truncation is Truncation.LEFT else ids[:max_length]

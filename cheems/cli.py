@@ -61,14 +61,10 @@ def eval_command(
             help="CheemsBench jsonl files; each is one subset named by its file stem.",
         ),
     ],
-    rewards: Annotated[
-        Path, typer.Option(exists=True, dir_okay=False, help='jsonl of {"input", "id", "reward"}.')
-    ],
+    rewards: Annotated[Path, typer.Option(exists=True, dir_okay=False, help='jsonl of {"input", "id", "reward"}.')],
     semantics: Annotated[
         str,
-        typer.Option(
-            help="paper: a reward tie is wrong in both metrics; official: a tie does not break exact match."
-        ),
+        typer.Option(help="paper: a reward tie is wrong in both metrics; official: a tie does not break exact match."),
     ] = "paper",
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the metrics as JSON here.")] = None,
     report: Annotated[
@@ -82,9 +78,7 @@ def eval_command(
     from evaluator.report import format_table, write_json, write_report
 
     if semantics not in {s.value for s in Semantics}:
-        raise typer.BadParameter(
-            f"must be 'paper' or 'official', got {semantics!r}", param_hint="--semantics"
-        )
+        raise typer.BadParameter(f"must be 'paper' or 'official', got {semantics!r}", param_hint="--semantics")
     result = evaluate_files(bench, rewards, Semantics(semantics), ece_bins)
     typer.echo(format_table(result))
     if json_out:
@@ -134,8 +128,16 @@ def train_command(
 
     args = ["--recipe", recipe] + [a for kv in set_ or [] for a in ("--set", kv)]
     if nproc > 1:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "-m", "trainer.train", *args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={nproc}",
+            "-m",
+            "trainer.train",
+            *args,
+        ]
         raise typer.Exit(subprocess.call(cmd))
     from trainer.train import main as train_main
 
@@ -168,10 +170,22 @@ def serve_command(
     from services.scorer.server import serve
 
     try:
-        config = ScorerConfig(model=str(model), grpc_port=grpc_port, http_port=http_port, backend=backend,
-                              triton_url=triton_url, host=host, max_responses=max_responses, max_length=max_length,
-                              truncation=truncation, max_batch_size=max_batch_size, auth_token=token,
-                              tls_cert=tls_cert, tls_key=tls_key, device=device)
+        config = ScorerConfig(
+            model=str(model),
+            grpc_port=grpc_port,
+            http_port=http_port,
+            backend=backend,
+            triton_url=triton_url,
+            host=host,
+            max_responses=max_responses,
+            max_length=max_length,
+            truncation=truncation,
+            max_batch_size=max_batch_size,
+            auth_token=token,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            device=device,
+        )
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     serve(config)

@@ -50,9 +50,7 @@ class _Draft:
     def add_response(self, response: Response, path: str | Path, line: int) -> None:
         known = self.responses.get(response.id)
         if known is not None and known.content != response.content:
-            raise FormatError(
-                path, line, f"response id {response.id!r} reused with other content", "responses"
-            )
+            raise FormatError(path, line, f"response id {response.id!r} reused with other content", "responses")
         self.responses[response.id] = response
 
     def add_pair(self, pair: Pair, path: str | Path, line: int, where: str) -> None:
@@ -80,10 +78,7 @@ def read_preference(path: str | Path) -> list[PreferenceItem]:
         else:
             raise FormatError(path, line, "needs answer1/answer2/preference or responses/annotations")
         draft.extra.update({k: v for k, v in obj.items() if k not in _KNOWN})
-    return [
-        PreferenceItem(text, tuple(d.responses.values()), tuple(d.pairs), d.extra)
-        for text, d in drafts.items()
-    ]
+    return [PreferenceItem(text, tuple(d.responses.values()), tuple(d.pairs), d.extra) for text, d in drafts.items()]
 
 
 def _add_annotations(draft: _Draft, value: Any, path: str | Path, line: int) -> None:
@@ -96,9 +91,7 @@ def _add_annotations(draft: _Draft, value: Any, path: str | Path, line: int) -> 
             continue
         ok = isinstance(anno, list) and len(anno) == 3 and all(isinstance(x, str) for x in anno[:2])
         if not ok or str(anno[2]) != "1":
-            raise FormatError(
-                path, line, f'expected [chosen_id, rejected_id, "1"], got {anno!r}', field=where
-            )
+            raise FormatError(path, line, f'expected [chosen_id, rejected_id, "1"], got {anno!r}', field=where)
         draft.add_pair((anno[0], anno[1]), path, line, where)
 
 

@@ -285,9 +285,7 @@ def build_sample(seed: int = SEED) -> dict[str, list[BenchItem]]:
     rng = random.Random(seed)
     subsets: dict[str, list[BenchItem]] = {}
     for i, (subset, category, prompt, answer) in enumerate(PROMPTS):
-        subsets.setdefault(subset, []).append(
-            build_item(rng, category, prompt, answer, 4 if i % 6 == 5 else 5)
-        )
+        subsets.setdefault(subset, []).append(build_item(rng, category, prompt, answer, 4 if i % 6 == 5 else 5))
     return subsets
 
 
@@ -316,9 +314,7 @@ def write_sample(out: Path, seed: int = SEED) -> list[Path]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("data/sample"))
     parser.add_argument("--seed", type=int, default=SEED)
     for written in write_sample(parser.parse_args().out, parser.parse_args().seed):

@@ -53,9 +53,7 @@ def plot_per_category(result: EvalResult, path: str | Path) -> Path:
         ax.grid(axis="x", alpha=0.3)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper right", ncol=2, frameon=False)
-    fig.suptitle(
-        f"CheemsBench per-category accuracy (Overall {result.overall:.3f}, {result.semantics.value})"
-    )
+    fig.suptitle(f"CheemsBench per-category accuracy (Overall {result.overall:.3f}, {result.semantics.value})")
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.savefig(path, dpi=120)
     plt.close(fig)

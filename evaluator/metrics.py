@@ -73,9 +73,7 @@ class EvalResult:
 def ranked_pairs(ranks: Sequence[int]) -> list[tuple[int, int]]:
     """Index pairs (better, worse) for every two responses with different gold ranks."""
     return [
-        (i, j) if ranks[i] < ranks[j] else (j, i)
-        for i, j in combinations(range(len(ranks)), 2)
-        if ranks[i] != ranks[j]
+        (i, j) if ranks[i] < ranks[j] else (j, i) for i, j in combinations(range(len(ranks)), 2) if ranks[i] != ranks[j]
     ]
 
 
@@ -100,9 +98,7 @@ def category_metrics(
     pooled = [m for ms in per_prompt for m in ms]
     accuracy = sum(1 for m in pooled if m > 0) / len(pooled) if pooled else None
     exact = sum(1 for ms in per_prompt if is_exact(ms, semantics)) / len(prompts)
-    return CategoryMetrics(
-        accuracy, exact, expected_calibration_error(pooled, ece_bins), len(prompts), len(pooled)
-    )
+    return CategoryMetrics(accuracy, exact, expected_calibration_error(pooled, ece_bins), len(prompts), len(pooled))
 
 
 def subset_metrics(

@@ -45,9 +45,7 @@ def write_rewards(path: str | Path, rows: Iterable[tuple[str, str, float]]) -> i
     return write_objects(path, ({"input": p, "id": i, "reward": r} for p, i, r in rows))
 
 
-def score_items(
-    items: Sequence[BenchItem], rewards: Mapping[RewardKey, float], source: str
-) -> list[ScoredPrompt]:
+def score_items(items: Sequence[BenchItem], rewards: Mapping[RewardKey, float], source: str) -> list[ScoredPrompt]:
     """Join bench items with their rewards; every benchmark response must have one."""
     scored = []
     for item in items:
@@ -56,8 +54,7 @@ def score_items(
             reward = rewards.get((item.input, response.id))
             if reward is None:
                 raise EvaluationError(
-                    f"{source}:{item.line}: no reward for response {response.id!r} "
-                    f"of prompt {_preview(item.input)!r}"
+                    f"{source}:{item.line}: no reward for response {response.id!r} of prompt {_preview(item.input)!r}"
                 )
             values.append(reward)
         scored.append(ScoredPrompt(item.primary_category, tuple(item.ranks()), tuple(values)))

@@ -40,26 +40,34 @@ def latest(out_dir: str | Path) -> Path | None:
 
 
 def save(
-    directory: Path, model: Any, base: Any, tokenizer: Any, optimizer: Any, scheduler: Any,
-    position: dict[str, int], world: World,
+    directory: Path,
+    model: Any,
+    base: Any,
+    tokenizer: Any,
+    optimizer: Any,
+    scheduler: Any,
+    position: dict[str, int],
+    world: World,
 ) -> None:
     """Every rank calls this (FSDP gathers shards); rank 0 writes."""
     model_state = get_model_state_dict(model, options=FULL)
     optim_state = get_optimizer_state_dict(model, optimizer, options=FULL)
     if world.is_main:
-        save_model(base, tokenizer, directory, state_dict=model_state)
+        save_model(base, tokenizer, directory, state_dict=dict(model_state))
         rng = {"torch": torch.get_rng_state(), "python": random.getstate()}
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state()
-        torch.save({"optimizer": optim_state, "scheduler": scheduler.state_dict(), "rng": rng},
-                   directory / "trainer_state.pt")
+        torch.save(
+            {"optimizer": optim_state, "scheduler": scheduler.state_dict(), "rng": rng},
+            directory / "trainer_state.pt",
+        )
         (directory / POSITION).write_text(json.dumps(position) + "\n", encoding="utf-8")
     barrier(world)
 
 
 def load(directory: Path, model: Any, optimizer: Any, scheduler: Any) -> dict[str, int]:
     """Restore everything saved by `save`; returns the sampler position."""
-    weights: dict[str, torch.Tensor] = {}
+    weights: dict[str, Any] = {}
     for file in sorted(directory.glob("*.safetensors")):
         weights.update(load_file(file))
     set_model_state_dict(model, weights, options=StateDictOptions(full_state_dict=True))

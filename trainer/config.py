@@ -48,13 +48,13 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ["epochs", "lr"]:
-            if getattr(self, name) <= 0:
+            if not getattr(self, name) > 0:  # written so NaN fails too
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if not 0 <= self.warmup_ratio < 1:
             raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         if self.length_policy not in {p.value for p in LengthPolicy}:
             raise ValueError(f"length_policy must be drop, left or right, got {self.length_policy!r}")
-        if self.reg_coef < 0:
+        if not self.reg_coef >= 0:
             raise ValueError(f"reg_coef must be >= 0, got {self.reg_coef}")
 
     def forward_batch(self, world_size: int) -> int:

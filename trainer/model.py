@@ -77,7 +77,7 @@ def save_model(
     tokenizer: Any,
     out: str | Path,
     metadata: dict[str, Any] | None = None,
-    state_dict: dict[str, torch.Tensor] | None = None,
+    state_dict: dict[str, Any] | None = None,
 ) -> Path:
     """Save weights (safetensors), config, tokenizer and chat template; `metadata` -> cheems_metadata.json.
 
@@ -132,8 +132,9 @@ def convert_v_head(source: str | Path, out: str | Path) -> Path:
     backbone = {k.removeprefix(f"{prefix}."): v for k, v in state.items() if k.startswith(f"{prefix}.")}
     missing, unexpected = model.base_model.load_state_dict(backbone, strict=False)
     if missing or unexpected:
-        raise ModelError(f"{src}: backbone weights do not match the config (missing {missing[:3]}, "
-                         f"unexpected {unexpected[:3]})")
+        raise ModelError(
+            f"{src}: backbone weights do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})"
+        )
     with torch.no_grad():
         head_of(model).weight.copy_(v_head.reshape(1, -1))
     tokenizer = AutoTokenizer.from_pretrained(src)

@@ -2,10 +2,10 @@
 
 Prompts are shuffled per epoch (seeded). A batch holds at most `batch_size` responses. A prompt's
 responses go into the current batch together when they fit; otherwise the batch is filled greedily
-with responses that complete preference pairs, then with single responses, and the rest of the
-prompt carries over to the next batch. Every response appears exactly once per epoch; pairs split
-across batches are skipped for that epoch (the paper's trade-off). Unlike the official sampler,
-a batch never exceeds `batch_size`.
+with responses that complete preference pairs, then with single responses that split the fewest
+pairs, and the rest of the prompt carries over to the next batch. Every response appears exactly
+once per epoch; pairs split across batches are skipped for that epoch (the paper's trade-off).
+Unlike the official sampler, a batch never exceeds `batch_size`.
 
 Under torchrun, all ranks build the same batches and each takes its slice (`shard`).
 """
@@ -29,7 +29,10 @@ class SamplerConfig:
 
 
 def epoch_batches(
-    groups: Sequence[Sequence[int]], pairs: Sequence[Sequence[tuple[int, int]]], config: SamplerConfig, epoch: int
+    groups: Sequence[Sequence[int]],
+    pairs: Sequence[Sequence[tuple[int, int]]],
+    config: SamplerConfig,
+    epoch: int,
 ) -> list[list[int]]:
     """The batches (lists of example ids) of one epoch; deterministic in (seed, epoch)."""
     order = list(range(len(groups)))
@@ -54,15 +57,17 @@ def epoch_batches(
 
 
 def _greedy(left: Sequence[int], pairs: Sequence[tuple[int, int]], room: int) -> list[int]:
-    """Up to `room` of `left`: first whole pairs, then responses with the most pairs among `left`."""
+    """Up to `room` of `left`: first whole pairs, then the responses whose move splits the fewest
+    pairs with the responses that stay behind (those still in `left`)."""
     available = set(left)
     chosen: list[int] = []
     for a, b in pairs:
         new = [x for x in (a, b) if x in available and x not in chosen]
         if a in available and b in available and len(chosen) + len(new) <= room:
             chosen += new
-    degree = {x: sum(x in p for p in pairs) for x in left}
-    rest = sorted((x for x in left if x not in chosen), key=lambda x: -degree[x])
+    behind = available - set(chosen)
+    splits = {x: sum(1 for p in pairs if x in p and (set(p) - {x}) <= behind) for x in behind}
+    rest = sorted(behind, key=lambda x: (splits[x], left.index(x)))
     return chosen + rest[: room - len(chosen)]
 
 

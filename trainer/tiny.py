@@ -52,7 +52,7 @@ def build_model(tokenizer: Any, hidden_size: int = 64, layers: int = 2, seed: in
 
     from trainer.model import init_head
 
-    config = Qwen2Config(
+    config = Qwen2Config(  # type: ignore[call-arg]  # num_labels and friends are PretrainedConfig kwargs
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
         intermediate_size=hidden_size * 2,

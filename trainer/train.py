@@ -33,8 +33,8 @@ from trainer.config import TrainConfig
 from trainer.data import Dataset, LengthPolicy, LengthStats, read_groups, tokenize_groups
 from trainer.distributed import World, gather_with_grad, setup, teardown
 from trainer.evaluation import evaluate_model
-from trainer.loss import bt_loss
-from trainer.model import load_model, rewards, save_model
+from trainer.loss import LossParts, bt_loss
+from trainer.model import load_model, rewards
 from trainer.recipes import recipe
 from trainer.sampler import SamplerConfig, epoch_batches, pairs_in_batch, shard
 
@@ -107,8 +107,10 @@ def sync_gradients(model: Any, sync: bool) -> contextlib.AbstractContextManager[
     return contextlib.nullcontext()
 
 
-def forward_loss(model: Any, data: Dataset, batch: list[int], config: TrainConfig, world: World) -> tuple[Any, int]:
-    """Loss of one sampler batch on this rank, and the number of tokens this rank encoded."""
+def forward_loss(
+    model: Any, data: Dataset, batch: list[int], config: TrainConfig, world: World
+) -> tuple[LossParts, torch.Tensor, int]:
+    """Loss parts of one sampler batch, a zero that keeps this rank's forward in the graph, and its tokens."""
     local = shard(batch, world.rank, world.size)
     counts = [len(shard(batch, r, world.size)) for r in range(world.size)]
     todo = local or batch[:1]  # a rank with no share still runs the forward (DDP/FSDP need it)
@@ -121,7 +123,9 @@ def forward_loss(model: Any, data: Dataset, batch: list[int], config: TrainConfi
     return parts, out.sum() * 0.0, sum(len(s) for s in sequences) if local else 0
 
 
-def batches_from(data: Dataset, plan: Plan, config: TrainConfig, epoch: int, start: int) -> Iterator[tuple[int, int, list[list[int]]]]:
+def batches_from(
+    data: Dataset, plan: Plan, config: TrainConfig, epoch: int, start: int
+) -> Iterator[tuple[int, int, list[list[int]]]]:
     """(epoch, next batch index, accumulation group) from a position on, epoch after epoch."""
     sampler = SamplerConfig(plan.forward_batch, config.seed)
     while True:
@@ -156,8 +160,13 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
         log.info("resumed from %s", last)
     if world.is_main:
         out.mkdir(parents=True, exist_ok=True)
-        log.info("data: %d prompts, %d responses, %d pairs; %s", len(data.groups), len(data.examples),
-                 data.num_pairs, data.stats)
+        log.info(
+            "data: %d prompts, %d responses, %d pairs; %s",
+            len(data.groups),
+            len(data.examples),
+            data.num_pairs,
+            data.stats,
+        )
     metrics_log = out / "metrics.jsonl"
     step, loss_value, result = position["step"], float("nan"), None
     bar = tqdm(total=plan.total_steps, initial=step, disable=not (world.is_main and config.progress), desc="train")
@@ -183,8 +192,15 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
         step += 1
         loss_value = totals["loss"]
         elapsed = time.perf_counter() - started
-        record = {"step": step, "epoch": epoch, **totals, "lr": scheduler.get_last_lr()[0],
-                  "grad_norm": float(grad_norm), "seconds": elapsed, "tokens_per_s": totals["tokens"] / elapsed}
+        record: dict[str, Any] = {
+            "step": step,
+            "epoch": epoch,
+            **totals,
+            "lr": scheduler.get_last_lr()[0],
+            "grad_norm": float(grad_norm),
+            "seconds": elapsed,
+            "tokens_per_s": totals["tokens"] / elapsed,
+        }
         bar.update(1)
         bar.set_postfix(loss=f"{loss_value:.4f}", epoch=epoch)
         done = step == plan.total_steps
@@ -192,16 +208,26 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
             result = evaluate_model(base, tokenizer, config.eval_files, world, config.max_length)
             record["eval"] = to_json(result)
             if world.is_main:
-                bar.write(f"step {step}: CheemsBench overall {result.overall:.4f} " + " ".join(
-                    f"{n} acc {s.accuracy:.4f} exact {s.exact_match:.4f}" for n, s in result.subsets.items()))
+                bar.write(
+                    f"step {step}: CheemsBench overall {result.overall:.4f} "
+                    + " ".join(f"{n} acc {s.accuracy:.4f} exact {s.exact_match:.4f}" for n, s in result.subsets.items())
+                )
         if world.is_main:
             with metrics_log.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
         interrupted = bool(config.stop_after) and step >= config.stop_after and not done
         if done or interrupted or (config.save_every and step % config.save_every == 0):
             position = {"step": step, "epoch": epoch, "batch": next_batch}
-            checkpoint.save(checkpoint.checkpoint_dir(out, step), model, base, tokenizer, optimizer, scheduler,
-                            position, world)
+            checkpoint.save(
+                checkpoint.checkpoint_dir(out, step),
+                model,
+                base,
+                tokenizer,
+                optimizer,
+                scheduler,
+                position,
+                world,
+            )
         if interrupted:
             bar.close()
             return TrainResult(step, loss_value, result, None, data.stats)
@@ -218,7 +244,13 @@ def data_hash(paths: list[str]) -> str:
 
 
 def export_final(
-    config: TrainConfig, base: Any, tokenizer: Any, data: Dataset, result: EvalResult | None, steps: int, world: World
+    config: TrainConfig,
+    base: Any,
+    tokenizer: Any,
+    data: Dataset,
+    result: EvalResult | None,
+    steps: int,
+    world: World,
 ) -> Path | None:
     """OUT/model: the HF sequence-classification directory with training metadata."""
     from torch.distributed.checkpoint.state_dict import get_model_state_dict
@@ -227,8 +259,13 @@ def export_final(
     if not world.is_main:
         return None
     directory = Path(config.out_dir) / "model"
-    metadata = {"data_sha256": data_hash(config.train_files), "config": config.to_dict(), "steps": steps,
-                "length_stats": vars(data.stats), "final_eval": to_json(result) if result else None}
+    metadata = {
+        "data_sha256": data_hash(config.train_files),
+        "config": config.to_dict(),
+        "steps": steps,
+        "length_stats": vars(data.stats),
+        "final_eval": to_json(result) if result else None,
+    }
     base.save_pretrained(directory, state_dict=state, safe_serialization=True)
     return save_model_metadata(directory, tokenizer, metadata)
 

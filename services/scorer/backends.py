@@ -83,7 +83,7 @@ class TritonBackend:
     def ready(self) -> bool:
         try:
             return bool(self.client.is_model_ready(self.model_name))
-        except Exception:  # noqa: BLE001 - any failure to ask means not ready
+        except Exception:
             return False
 
     def score(self, sequences: Sequence[Sequence[int]], timeout: float | None = None) -> list[float]:
@@ -103,8 +103,10 @@ class TritonBackend:
         return out
 
     def _infer_async(self, ids: np.ndarray, lengths: np.ndarray, timeout: float | None) -> Future[Any]:
-        inputs = [self._grpc.InferInput("input_ids", list(ids.shape), "INT64"),
-                  self._grpc.InferInput("lengths", list(lengths.shape), "INT64")]
+        inputs = [
+            self._grpc.InferInput("input_ids", list(ids.shape), "INT64"),
+            self._grpc.InferInput("lengths", list(lengths.shape), "INT64"),
+        ]
         inputs[0].set_data_from_numpy(ids)
         inputs[1].set_data_from_numpy(lengths)
         future: Future[Any] = Future()
@@ -115,8 +117,13 @@ class TritonBackend:
             else:
                 future.set_result(result)
 
-        self.client.async_infer(self.model_name, inputs, done, client_timeout=timeout,
-                                outputs=[self._grpc.InferRequestedOutput("rewards")])
+        self.client.async_infer(
+            self.model_name,
+            inputs,
+            done,
+            client_timeout=timeout,
+            outputs=[self._grpc.InferRequestedOutput("rewards")],
+        )
         return future
 
     def _translate(self, error: Any) -> ScorerError:

@@ -1,10 +1,10 @@
 """Python client of the reward scorer: sync and asyncio, retries with backoff, deadlines, one channel.
 
-    from services.scorer.client import RewardClient
-    with RewardClient("localhost:50051") as rm:
-        scores = rm.score("你好", ["你好！", "有什么可以帮你？"])
-        best = rm.best_of_n("写一句诗", candidates)
-        reward_fn = rm.reward_function()      # TRL-style: (prompts, completions, **kw) -> list[float]
+from services.scorer.client import RewardClient
+with RewardClient("localhost:50051") as rm:
+    scores = rm.score("你好", ["你好！", "有什么可以帮你？"])
+    best = rm.best_of_n("写一句诗", candidates)
+    reward_fn = rm.reward_function()      # TRL-style: (prompts, completions, **kw) -> list[float]
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ class RetryPolicy:
 
 def _request(prompt: str, responses: Sequence[str], system_prompt: str, history: Sequence[tuple[str, str]]) -> Any:
     turns = [common_pb2.Message(role=r, content=c) for r, c in history]
-    return reward_pb2.ScoreRequest(prompt=prompt, responses=list(responses), system_prompt=system_prompt,
-                                   history=turns)
+    return reward_pb2.ScoreRequest(prompt=prompt, responses=list(responses), system_prompt=system_prompt, history=turns)
 
 
 def _retryable(error: grpc.RpcError) -> bool:
@@ -48,21 +47,32 @@ def _retryable(error: grpc.RpcError) -> bool:
 class RewardClient:
     """Blocking client; one channel reused for every call. Thread-safe."""
 
-    def __init__(self, target: str, token: str = "", timeout: float = 30.0, retry: RetryPolicy | None = None,
-                 credentials: grpc.ChannelCredentials | None = None) -> None:
+    def __init__(
+        self,
+        target: str,
+        token: str = "",
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
         self.timeout, self.retry = timeout, retry or RetryPolicy()
         self.metadata = [("authorization", f"Bearer {token}")] if token else []
         self.channel = grpc.secure_channel(target, credentials) if credentials else grpc.insecure_channel(target)
         self.stub = reward_pb2_grpc.RewardServiceStub(self.channel)
 
-    def score_full(self, prompt: str, responses: Sequence[str], system_prompt: str = "",
-                   history: Sequence[tuple[str, str]] = (), timeout: float | None = None) -> reward_pb2.ScoreResponse:
+    def score_full(
+        self,
+        prompt: str,
+        responses: Sequence[str],
+        system_prompt: str = "",
+        history: Sequence[tuple[str, str]] = (),
+        timeout: float | None = None,
+    ) -> reward_pb2.ScoreResponse:
         request = _request(prompt, responses, system_prompt, history)
         deadline = time.monotonic() + (timeout or self.timeout)
         for attempt in range(self.retry.attempts):
             try:
-                return self.stub.Score(request, timeout=max(0.001, deadline - time.monotonic()),
-                                       metadata=self.metadata)
+                return self.stub.Score(request, timeout=max(0.001, deadline - time.monotonic()), metadata=self.metadata)
             except grpc.RpcError as e:
                 pause = self.retry.delay(attempt)
                 if not _retryable(e) or attempt + 1 == self.retry.attempts or time.monotonic() + pause > deadline:
@@ -70,8 +80,14 @@ class RewardClient:
                 time.sleep(pause)
         raise AssertionError("unreachable")
 
-    def score(self, prompt: str, responses: Sequence[str], system_prompt: str = "",
-              history: Sequence[tuple[str, str]] = (), timeout: float | None = None) -> list[float]:
+    def score(
+        self,
+        prompt: str,
+        responses: Sequence[str],
+        system_prompt: str = "",
+        history: Sequence[tuple[str, str]] = (),
+        timeout: float | None = None,
+    ) -> list[float]:
         return list(self.score_full(prompt, responses, system_prompt, history, timeout).scores)
 
     def best_of_n(self, prompt: str, candidates: Sequence[str], system_prompt: str = "") -> tuple[int, str, float]:
@@ -107,15 +123,22 @@ class AsyncRewardClient:
         self.channel = grpc.aio.insecure_channel(target)
         self.stub = reward_pb2_grpc.RewardServiceStub(self.channel)
 
-    async def score(self, prompt: str, responses: Sequence[str], system_prompt: str = "",
-                    history: Sequence[tuple[str, str]] = (), timeout: float | None = None) -> list[float]:
+    async def score(
+        self,
+        prompt: str,
+        responses: Sequence[str],
+        system_prompt: str = "",
+        history: Sequence[tuple[str, str]] = (),
+        timeout: float | None = None,
+    ) -> list[float]:
         request = _request(prompt, responses, system_prompt, history)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (timeout or self.timeout)
         for attempt in range(self.retry.attempts):
             try:
-                reply = await self.stub.Score(request, timeout=max(0.001, deadline - loop.time()),
-                                              metadata=self.metadata)
+                reply = await self.stub.Score(
+                    request, timeout=max(0.001, deadline - loop.time()), metadata=self.metadata
+                )
                 return list(reply.scores)
             except grpc.aio.AioRpcError as e:
                 pause = self.retry.delay(attempt)

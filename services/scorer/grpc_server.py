@@ -18,7 +18,13 @@ from grpc_reflection.v1alpha import reflection
 
 from cheems.v1 import reward_pb2, reward_pb2_grpc
 from services.scorer.config import ScorerConfig
-from services.scorer.errors import BackendUnavailable, DeadlineExceeded, InvalidRequest, LimitExceeded, ScorerError
+from services.scorer.errors import (
+    BackendUnavailable,
+    DeadlineExceeded,
+    InvalidRequest,
+    LimitExceeded,
+    ScorerError,
+)
 from services.scorer.service import Scorer
 
 log = logging.getLogger(__name__)
@@ -44,7 +50,10 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
         history = [(m.role, m.content) for m in request.history]
         s = self.scorer.score(request.prompt, list(request.responses), request.system_prompt, history, timeout)
         return reward_pb2.ScoreResponse(
-            scores=s.scores, best_index=s.best_index, truncated=s.truncated, model=self.model_name,
+            scores=s.scores,
+            best_index=s.best_index,
+            truncated=s.truncated,
+            model=self.model_name,
             request_id=request.request_id,
             timings=reward_pb2.Timings(queue_ms=s.queue_ms, inference_ms=s.inference_ms, total_ms=s.total_ms),
         )
@@ -63,10 +72,10 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
         metrics.latency.labels(api).observe(time.perf_counter() - started)
         return reply
 
-    def Score(self, request: reward_pb2.ScoreRequest, context: grpc.ServicerContext) -> reward_pb2.ScoreResponse:  # noqa: N802
+    def Score(self, request: reward_pb2.ScoreRequest, context: grpc.ServicerContext) -> reward_pb2.ScoreResponse:
         return self._call("Score", context, lambda timeout: self._reply(request, timeout))
 
-    def ScoreBatch(  # noqa: N802
+    def ScoreBatch(
         self, request: reward_pb2.ScoreBatchRequest, context: grpc.ServicerContext
     ) -> reward_pb2.ScoreBatchResponse:
         def work(timeout: float | None) -> reward_pb2.ScoreBatchResponse:
@@ -80,11 +89,15 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
 
         return self._call("ScoreBatch", context, work)
 
-    def GetModelInfo(self, request: reward_pb2.ModelInfoRequest, context: grpc.ServicerContext) -> reward_pb2.ModelInfo:  # noqa: N802
+    def GetModelInfo(self, request: reward_pb2.ModelInfoRequest, context: grpc.ServicerContext) -> reward_pb2.ModelInfo:
         config = self.scorer.config
-        return reward_pb2.ModelInfo(name=self.model_name, backend=self.scorer.backend.name,
-                                    max_length=config.max_length, max_responses=config.max_responses,
-                                    truncation=config.truncation)
+        return reward_pb2.ModelInfo(
+            name=self.model_name,
+            backend=self.scorer.backend.name,
+            max_length=config.max_length,
+            max_responses=config.max_responses,
+            truncation=config.truncation,
+        )
 
 
 def bearer_ok(metadata: Any, token: str) -> bool:
@@ -112,10 +125,13 @@ class BearerAuth(grpc.ServerInterceptor):
 def create_server(config: ScorerConfig, scorer: Scorer, model_name: str) -> tuple[grpc.Server, int, Any]:
     """(server, bound port, health servicer). Health says NOT_SERVING until `mark_serving`."""
     interceptors = [BearerAuth(config.auth_token)] if config.auth_token else []
-    options = [("grpc.max_receive_message_length", config.max_message_bytes),
-               ("grpc.max_send_message_length", config.max_message_bytes)]
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=config.workers), interceptors=interceptors,
-                         options=options)
+    options = [
+        ("grpc.max_receive_message_length", config.max_message_bytes),
+        ("grpc.max_send_message_length", config.max_message_bytes),
+    ]
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=config.workers), interceptors=interceptors, options=options
+    )
     reward_pb2_grpc.add_RewardServiceServicer_to_server(RewardServicer(scorer, model_name), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -1,11 +1,11 @@
 """HTTP adapter (Starlette, run by uvicorn): OpenRLHF's remote-RM endpoint, a JSON Score, health, metrics.
 
-    POST /get_reward  {"query": [prompt+response text, ...], "prompts": [...], "labels": [...]}
-                      -> {"rewards": [...], "scores": [...], "extra_logs": {"query_tokens": [...]}}
-    POST /score       {"prompt", "responses", "system_prompt"?, "history"?: [[role, content]]}
-                      -> {"scores", "best_index", "truncated", "timings"}
-    GET  /health      200 when the model is ready, else 503
-    GET  /metrics     Prometheus text
+POST /get_reward  {"query": [prompt+response text, ...], "prompts": [...], "labels": [...]}
+                  -> {"rewards": [...], "scores": [...], "extra_logs": {"query_tokens": [...]}}
+POST /score       {"prompt", "responses", "system_prompt"?, "history"?: [[role, content]]}
+                  -> {"scores", "best_index", "truncated", "timings"}
+GET  /health      200 when the model is ready, else 503
+GET  /metrics     Prometheus text
 """
 
 from __future__ import annotations
@@ -20,11 +20,22 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from services.scorer.errors import BackendUnavailable, DeadlineExceeded, InvalidRequest, LimitExceeded, ScorerError
+from services.scorer.errors import (
+    BackendUnavailable,
+    DeadlineExceeded,
+    InvalidRequest,
+    LimitExceeded,
+    ScorerError,
+)
 from services.scorer.service import Scorer
 
-HTTP_STATUS = [(InvalidRequest, 400), (LimitExceeded, 413), (BackendUnavailable, 503), (DeadlineExceeded, 504),
-               (ScorerError, 500)]
+HTTP_STATUS = [
+    (InvalidRequest, 400),
+    (LimitExceeded, 413),
+    (BackendUnavailable, 503),
+    (DeadlineExceeded, 504),
+    (ScorerError, 500),
+]
 
 
 def _error(e: ScorerError) -> JSONResponse:
@@ -81,10 +92,18 @@ def create_app(scorer: Scorer, is_ready: Callable[[], bool], auth_token: str = "
         history = body.get("history") or []
         if not isinstance(history, list) or not all(isinstance(t, list) and len(t) == 2 for t in history):
             raise InvalidRequest("history must be a list of [role, content] pairs")
-        s = scorer.score(prompt, _strings(body, "responses"), str(body.get("system_prompt") or ""),
-                         [(str(r), str(c)) for r, c in history])
-        return {"scores": s.scores, "best_index": s.best_index, "truncated": s.truncated,
-                "timings": {"queue_ms": s.queue_ms, "inference_ms": s.inference_ms, "total_ms": s.total_ms}}
+        s = scorer.score(
+            prompt,
+            _strings(body, "responses"),
+            str(body.get("system_prompt") or ""),
+            [(str(r), str(c)) for r, c in history],
+        )
+        return {
+            "scores": s.scores,
+            "best_index": s.best_index,
+            "truncated": s.truncated,
+            "timings": {"queue_ms": s.queue_ms, "inference_ms": s.inference_ms, "total_ms": s.total_ms},
+        }
 
     async def health_check(request: Request) -> Response:
         ready = is_ready()
@@ -93,9 +112,11 @@ def create_app(scorer: Scorer, is_ready: Callable[[], bool], auth_token: str = "
     async def metrics(request: Request) -> Response:
         return Response(scorer.metrics.render(), media_type="text/plain; version=0.0.4")
 
-    return Starlette(routes=[
-        Route("/get_reward", endpoint(get_reward), methods=["POST"]),
-        Route("/score", endpoint(score), methods=["POST"]),
-        Route("/health", health_check, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
-    ])
+    return Starlette(
+        routes=[
+            Route("/get_reward", endpoint(get_reward), methods=["POST"]),
+            Route("/score", endpoint(score), methods=["POST"]),
+            Route("/health", health_check, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
+        ]
+    )

@@ -31,7 +31,10 @@ ROLES = {"user", "assistant", "system"}
 
 
 def make_job(
-    prompt: str, responses: Sequence[str], system_prompt: str = "", history: Sequence[tuple[str, str]] = (),
+    prompt: str,
+    responses: Sequence[str],
+    system_prompt: str = "",
+    history: Sequence[tuple[str, str]] = (),
     max_responses: int = 64,
 ) -> ScoreJob:
     """Validate a request: InvalidRequest for an empty prompt or no responses, LimitExceeded for too many."""

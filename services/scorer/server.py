@@ -54,8 +54,13 @@ class ScorerServer:
         if config.http_port >= 0:
             self._start_http(scorer)
         set_health(self._health, serving=self.backend.ready())
-        log.info("scorer serving %s: gRPC :%d, HTTP :%d, backend %s", name, self.grpc_port, self.http_port,
-                 self.backend.name)
+        log.info(
+            "scorer serving %s: gRPC :%d, HTTP :%d, backend %s",
+            name,
+            self.grpc_port,
+            self.http_port,
+            self.backend.name,
+        )
         return self
 
     def _make_backend(self) -> Backend:
@@ -64,8 +69,13 @@ class ScorerServer:
             return TorchBackend(config.model, config.device, config.max_batch_size)
         url = config.triton_url
         if not url:
-            self.host = TritonHost(config.model, config.triton_model_name, config.device, config.max_batch_size,
-                                   config.queue_delay_us)
+            self.host = TritonHost(
+                config.model,
+                config.triton_model_name,
+                config.device,
+                config.max_batch_size,
+                config.queue_delay_us,
+            )
             url = self.host.start()
         return TritonBackend(url, config.triton_model_name)
 
@@ -119,5 +129,5 @@ def serve(config: ScorerConfig) -> None:
 
     signal.signal(signal.SIGTERM, drain)
     signal.signal(signal.SIGINT, drain)
-    print(f"serving: gRPC {config.host}:{server.grpc_port}  HTTP {config.host}:{server.http_port}", flush=True)  # noqa: T201
+    print(f"serving: gRPC {config.host}:{server.grpc_port}  HTTP {config.host}:{server.http_port}", flush=True)
     server.wait()

@@ -34,8 +34,12 @@ class Scorer:
         self._tokenizer_lock = threading.Lock()  # fast tokenizers are not safe across threads
 
     def score(
-        self, prompt: str, responses: Sequence[str], system_prompt: str = "",
-        history: Sequence[tuple[str, str]] = (), timeout: float | None = None,
+        self,
+        prompt: str,
+        responses: Sequence[str],
+        system_prompt: str = "",
+        history: Sequence[tuple[str, str]] = (),
+        timeout: float | None = None,
     ) -> Scores:
         """Scores of `responses` to `prompt`; raises the scorer's errors for bad input or a failed backend."""
         started = time.perf_counter()
@@ -44,8 +48,14 @@ class Scorer:
             encoded = tokenize_job(self.tokenizer, job, self.config.max_length, self.config.truncation_policy)
         values, inference_started = self._infer([e.input_ids for e in encoded], started, timeout)
         done = time.perf_counter()
-        return Scores(values, best_index(values), [e.truncated for e in encoded], (inference_started - started) * 1e3,
-                      (done - inference_started) * 1e3, (done - started) * 1e3)
+        return Scores(
+            values,
+            best_index(values),
+            [e.truncated for e in encoded],
+            (inference_started - started) * 1e3,
+            (done - inference_started) * 1e3,
+            (done - started) * 1e3,
+        )
 
     def score_queries(self, queries: Sequence[str], timeout: float | None = None) -> list[float]:
         """OpenRLHF's remote-RM call: each query is a prompt and response already templated."""

@@ -72,18 +72,29 @@ class TritonHost:
         model.to(self.device).eval()
         grpc_port = free_port()
         self.log_file = os.path.join(tempfile.gettempdir(), f"cheems-triton-{grpc_port}.log")
-        config = TritonConfig(grpc_address="127.0.0.1", http_address="127.0.0.1", grpc_port=grpc_port,
-                              http_port=free_port(), metrics_port=free_port(), log_verbose=0,
-                              log_file=self.log_file, exit_timeout_secs=5)
+        config = TritonConfig(
+            grpc_address="127.0.0.1",
+            http_address="127.0.0.1",
+            grpc_port=grpc_port,
+            http_port=free_port(),
+            metrics_port=free_port(),
+            log_verbose=0,
+            log_file=self.log_file,
+            exit_timeout_secs=5,
+        )
         self.triton = Triton(config=config)
         self.triton.bind(
             model_name=self.name,
             infer_func=make_infer(model, self.device, self.max_batch_size),
-            inputs=[Tensor(name="input_ids", dtype=np.int64, shape=(-1,)),
-                    Tensor(name="lengths", dtype=np.int64, shape=(1,))],
+            inputs=[
+                Tensor(name="input_ids", dtype=np.int64, shape=(-1,)),
+                Tensor(name="lengths", dtype=np.int64, shape=(1,)),
+            ],
             outputs=[Tensor(name="rewards", dtype=np.float32, shape=(1,))],
-            config=ModelConfig(max_batch_size=self.max_batch_size,
-                               batcher=DynamicBatcher(max_queue_delay_microseconds=self.queue_delay_us)),
+            config=ModelConfig(
+                max_batch_size=self.max_batch_size,
+                batcher=DynamicBatcher(max_queue_delay_microseconds=self.queue_delay_us),
+            ),
             strict=True,
         )
         self.triton.run()

@@ -143,9 +143,7 @@ MALFORMED = [
     pytest.param(with_change(input=3), "input", "expected str", id="input-not-str"),
     pytest.param(with_change(responses=...), "responses", "missing", id="missing-responses"),
     pytest.param(with_change(responses=[], rank={}), "responses", "empty", id="empty-responses"),
-    pytest.param(
-        with_change(responses={"a": "很好。"}), "responses", "expected list", id="responses-not-list"
-    ),
+    pytest.param(with_change(responses={"a": "很好。"}), "responses", "expected list", id="responses-not-list"),
     pytest.param(
         with_change(responses=["很好。"], rank={}),
         "responses[0]",
@@ -171,18 +169,14 @@ MALFORMED = [
         id="content-int",
     ),
     pytest.param(
-        with_change(
-            responses=[{"id": "a", "content": "很好。"}, {"id": "a", "content": "不好。"}], rank={"a": 1}
-        ),
+        with_change(responses=[{"id": "a", "content": "很好。"}, {"id": "a", "content": "不好。"}], rank={"a": 1}),
         "responses[1].id",
         "duplicate response id 'a'",
         id="duplicate-response-id",
     ),
     pytest.param(with_change(rank=...), "rank", "missing", id="missing-rank"),
     pytest.param(with_change(rank=[1, 2]), "rank", "expected dict", id="rank-not-dict"),
-    pytest.param(
-        with_change(rank={"a": 1, "b": 2, "c": 3}), "rank", "unknown response id 'c'", id="rank-unknown-id"
-    ),
+    pytest.param(with_change(rank={"a": 1, "b": 2, "c": 3}), "rank", "unknown response id 'c'", id="rank-unknown-id"),
     pytest.param(with_change(rank={"a": 1}), "rank", "'b' has no rank", id="response-without-rank"),
     pytest.param(with_change(rank={"a": 1, "b": 1.5}), "rank", "not an integer", id="rank-float"),
     pytest.param(with_change(rank={"a": 1, "b": 2.0}), "rank", "not an integer", id="rank-whole-float"),

@@ -20,9 +20,7 @@ def cheems(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 def test_eval_prints_table_and_writes_json_and_report(tmp_path: Path, sample_paths) -> None:  # type: ignore[no-untyped-def]
     bench, rewards = sample_paths
-    run = cheems(
-        "eval", *bench, "--rewards", rewards, "--json", tmp_path / "out.json", "--report", tmp_path / "r"
-    )
+    run = cheems("eval", *bench, "--rewards", rewards, "--json", tmp_path / "out.json", "--report", tmp_path / "r")
     assert run.returncode == 0, run.stderr
     assert "Overall" in run.stdout and "open" in run.stdout and "human" in run.stdout
     written = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
@@ -33,9 +31,7 @@ def test_eval_prints_table_and_writes_json_and_report(tmp_path: Path, sample_pat
 
 def test_official_semantics_flag(tmp_path: Path, sample_paths) -> None:  # type: ignore[no-untyped-def]
     bench, rewards = sample_paths
-    run = cheems(
-        "eval", *bench, "--rewards", rewards, "--semantics", "official", "--json", tmp_path / "o.json"
-    )
+    run = cheems("eval", *bench, "--rewards", rewards, "--semantics", "official", "--json", tmp_path / "o.json")
     assert run.returncode == 0, run.stderr
     assert json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))["semantics"] == "official"
 
@@ -54,16 +50,13 @@ def test_unknown_semantics_is_a_usage_error(sample_paths) -> None:  # type: igno
             "bad.jsonl:1: responses: empty list",
         ),
         (
-            '{"input": "你好", "responses": [{"id": "a", "content": "好"}], '
-            '"rank": {"z": 1}, "category": ["理解"]}',
+            '{"input": "你好", "responses": [{"id": "a", "content": "好"}], "rank": {"z": 1}, "category": ["理解"]}',
             "bad.jsonl:1: rank: rank names unknown response id 'z'",
         ),
         ("not json", "bad.jsonl:1: invalid JSON"),
     ],
 )
-def test_bad_bench_gives_one_clear_error(
-    tmp_path: Path, sample_paths, bench_line: str, expected: str
-) -> None:  # type: ignore[no-untyped-def]
+def test_bad_bench_gives_one_clear_error(tmp_path: Path, sample_paths, bench_line: str, expected: str) -> None:  # type: ignore[no-untyped-def]
     bad = tmp_path / "bad.jsonl"
     bad.write_text(bench_line + "\n", encoding="utf-8")
     run = cheems("eval", bad, "--rewards", sample_paths[1], "--json", tmp_path / "out.json")

@@ -30,9 +30,7 @@ def write_lines(path: Path, lines: list[Any]) -> Path:
     return path
 
 
-def pairwise(
-    answer1: str, answer2: str, preference: Any = 1, text: str = "你好吗？", **extra: Any
-) -> dict[str, Any]:
+def pairwise(answer1: str, answer2: str, preference: Any = 1, text: str = "你好吗？", **extra: Any) -> dict[str, Any]:
     return {"input": text, "answer1": answer1, "answer2": answer2, "preference": preference, **extra}
 
 

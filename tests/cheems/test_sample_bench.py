@@ -32,10 +32,5 @@ def test_sample_shape() -> None:
 
 def test_rewards_cover_every_response() -> None:
     rewards = read_rewards(SAMPLE / "rewards.jsonl")
-    keys = {
-        (i.input, r.id)
-        for n in ("open", "human")
-        for i in read_bench(SAMPLE / f"{n}.jsonl")
-        for r in i.responses
-    }
+    keys = {(i.input, r.id) for n in ("open", "human") for i in read_bench(SAMPLE / f"{n}.jsonl") for r in i.responses}
     assert set(rewards) == keys

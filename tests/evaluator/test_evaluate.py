@@ -19,9 +19,7 @@ def test_sample_evaluates_both_subsets(sample_paths: tuple[list[Path], Path]) ->
     assert result.semantics is Semantics.PAPER
     for subset in result.subsets.values():
         assert 0.0 < subset.accuracy < 1.0 and subset.prompts == 18
-    assert result.overall == pytest.approx(
-        sum((s.accuracy + s.exact_match) / 2 for s in result.subsets.values()) / 2
-    )
+    assert result.overall == pytest.approx(sum((s.accuracy + s.exact_match) / 2 for s in result.subsets.values()) / 2)
 
 
 def test_sample_has_reward_ties_so_the_semantics_differ(sample_paths: tuple[list[Path], Path]) -> None:

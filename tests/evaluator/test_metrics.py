@@ -141,9 +141,7 @@ def scored(prompts: list[tuple[str, list[int]]], reward_of_rank) -> list[ScoredP
 
 @settings(max_examples=200, deadline=None)
 @given(bench(), st.sampled_from(list(Semantics)))
-def test_rewards_ordered_as_gold_score_one(
-    prompts: list[tuple[str, list[int]]], semantics: Semantics
-) -> None:
+def test_rewards_ordered_as_gold_score_one(prompts: list[tuple[str, list[int]]], semantics: Semantics) -> None:
     s = subset_metrics(scored(prompts, lambda rank: -rank * 1.5), semantics)
     assert s.accuracy == 1.0 and s.exact_match == 1.0
 
@@ -161,16 +159,12 @@ def test_results_do_not_depend_on_prompt_or_response_order(
     prompts: list[tuple[str, list[int]]], rng: random.Random
 ) -> None:
     noise = random.Random(0)
-    items = [
-        ScoredPrompt(c, tuple(r), tuple(noise.choice([0.0, 0.5, 1.0, 2.0]) for _ in r)) for c, r in prompts
-    ]
+    items = [ScoredPrompt(c, tuple(r), tuple(noise.choice([0.0, 0.5, 1.0, 2.0]) for _ in r)) for c, r in prompts]
     shuffled = []
     for item in rng.sample(items, len(items)):
         order = rng.sample(range(len(item.ranks)), len(item.ranks))
         shuffled.append(
-            ScoredPrompt(
-                item.category, tuple(item.ranks[i] for i in order), tuple(item.rewards[i] for i in order)
-            )
+            ScoredPrompt(item.category, tuple(item.ranks[i] for i in order), tuple(item.rewards[i] for i in order))
         )
     for semantics in Semantics:
         assert subset_metrics(shuffled, semantics) == subset_metrics(items, semantics)
@@ -178,9 +172,7 @@ def test_results_do_not_depend_on_prompt_or_response_order(
 
 @settings(max_examples=100, deadline=None)
 @given(bench(), st.lists(st.floats(-3, 3, allow_nan=False), min_size=40, max_size=40))
-def test_paper_semantics_never_scores_above_official(
-    prompts: list[tuple[str, list[int]]], pool: list[float]
-) -> None:
+def test_paper_semantics_never_scores_above_official(prompts: list[tuple[str, list[int]]], pool: list[float]) -> None:
     rewards = iter(pool * 10)
     items = [ScoredPrompt(c, tuple(r), tuple(round(next(rewards)) for _ in r)) for c, r in prompts]
     paper, official = subset_metrics(items, PAPER), subset_metrics(items, OFFICIAL)

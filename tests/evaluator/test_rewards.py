@@ -46,9 +46,7 @@ def test_round_trip(tmp_path: Path) -> None:
         ('{"input": "你好吗？", "id": ', None, "invalid JSON"),
     ],
 )
-def test_bad_line_names_file_line_and_field(
-    tmp_path: Path, bad: str, field: str | None, message: str
-) -> None:
+def test_bad_line_names_file_line_and_field(tmp_path: Path, bad: str, field: str | None, message: str) -> None:
     path = write_lines(tmp_path / "r.jsonl", [json.dumps(GOOD[0]), json.dumps(GOOD[1]), bad])
     with pytest.raises(FormatError) as info:
         read_rewards(path)
@@ -57,9 +55,7 @@ def test_bad_line_names_file_line_and_field(
 
 
 def item(text: str = "你好吗？", line: int = 7) -> BenchItem:
-    return BenchItem(
-        text, (Response("a", "很好。"), Response("b", "不好。")), {"a": 1, "b": 2}, ("理解",), line=line
-    )
+    return BenchItem(text, (Response("a", "很好。"), Response("b", "不好。")), {"a": 1, "b": 2}, ("理解",), line=line)
 
 
 def test_score_items_joins_by_prompt_and_id() -> None:

@@ -31,7 +31,7 @@ def test_head_is_bias_free_and_initialised_with_std_one_over_hidden_plus_one(tok
 def test_pickled_checkpoints_are_refused(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{}")
     torch.save({"w": torch.zeros(1)}, tmp_path / "pytorch_model.bin")
-    with pytest.raises(ModelError, match="pickled .bin checkpoints are refused"):
+    with pytest.raises(ModelError, match=r"pickled \.bin checkpoints are refused"):
         load_model(tmp_path)
 
 
@@ -39,8 +39,15 @@ def official_checkpoint(tokenizer, directory: Path, with_v_head: bool = True) ->
     """A CheemsRM-style checkpoint: a causal LM's weights plus v_head.weight, in safetensors."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=4, num_key_value_heads=2, pad_token_id=tokenizer.pad_token_id)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     torch.manual_seed(0)
     Qwen2ForCausalLM(config).save_pretrained(directory, safe_serialization=True)
     tokenizer.save_pretrained(directory)
@@ -70,5 +77,5 @@ def test_official_v_head_checkpoint_converts_to_sequence_classification(tokenize
 
 def test_conversion_without_v_head_is_a_clear_error(tokenizer, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     official_checkpoint(tokenizer, tmp_path / "plain", with_v_head=False)
-    with pytest.raises(ModelError, match="no v_head.weight"):
+    with pytest.raises(ModelError, match=r"no v_head\.weight"):
         convert_v_head(tmp_path / "plain", tmp_path / "converted")

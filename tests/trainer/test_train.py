@@ -34,8 +34,13 @@ def synthetic_bench(path: Path, prompts: range, seed: int) -> Path:
     items = []
     for n in prompts:
         topic = TOPICS[n % len(TOPICS)]
-        texts = [(1, rng.choice(GOOD) + f"关于{topic}的第{n}个问题。"), (2, f"关于{topic}，我说一点。"),
-                 (3, rng.choice(BAD)), (1, rng.choice(GOOD) + "总结完毕。"), (3, rng.choice(BAD) + "嗯。")]
+        texts = [
+            (1, rng.choice(GOOD) + f"关于{topic}的第{n}个问题。"),
+            (2, f"关于{topic}，我说一点。"),
+            (3, rng.choice(BAD)),
+            (1, rng.choice(GOOD) + "总结完毕。"),
+            (3, rng.choice(BAD) + "嗯。"),
+        ]
         rng.shuffle(texts)
         responses = tuple(Response(f"r{i}", t) for i, (_, t) in enumerate(texts))
         rank = {r.id: level for r, (level, _) in zip(responses, texts, strict=True)}
@@ -52,13 +57,26 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("data")
-    return synthetic_bench(root / "train.jsonl", range(0, 24), 1), synthetic_bench(root / "heldout.jsonl", range(100, 112), 2)
+    return synthetic_bench(root / "train.jsonl", range(0, 24), 1), synthetic_bench(
+        root / "heldout.jsonl", range(100, 112), 2
+    )
 
 
 def config(tiny: Path, files: tuple[Path, Path], out: Path, **changes: object) -> TrainConfig:
-    base = TrainConfig(model=str(tiny), train_files=[str(files[0])], eval_files=[str(files[1])], out_dir=str(out),
-                       max_length=128, micro_batch_size=10, epochs=2, lr=3e-3, warmup_ratio=0.1, reg_coef=0.1,
-                       progress=False, seed=0)
+    base = TrainConfig(
+        model=str(tiny),
+        train_files=[str(files[0])],
+        eval_files=[str(files[1])],
+        out_dir=str(out),
+        max_length=128,
+        micro_batch_size=10,
+        epochs=2,
+        lr=3e-3,
+        warmup_ratio=0.1,
+        reg_coef=0.1,
+        progress=False,
+        seed=0,
+    )
     for key, value in changes.items():
         setattr(base, key, value)
     return base
@@ -89,7 +107,10 @@ def test_export_loads_in_transformers_with_the_trainers_scores(
     hf = AutoModelForSequenceClassification.from_pretrained(result.model_dir, use_safetensors=True).eval()
     tokenizer = AutoTokenizer.from_pretrained(result.model_dir)
     ours, _ = load_model(result.model_dir)
-    conversations = [Conversation("你好", "你好！很高兴见到你。"), Conversation("1+1等于几？", "等于2。", "你是数学老师")]
+    conversations = [
+        Conversation("你好", "你好！很高兴见到你。"),
+        Conversation("1+1等于几？", "等于2。", "你是数学老师"),
+    ]
     encoded = [e.input_ids for e in encode_many(tokenizer, conversations)]
     with torch.no_grad():
         expected = [hf(input_ids=torch.tensor([ids])).logits[0, 0].item() for ids in encoded]
@@ -108,19 +129,50 @@ def test_resume_reproduces_an_uninterrupted_run(tiny: Path, files: tuple[Path, P
     for name in a:
         torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-6, msg=name)
     losses = [json.loads(line)["loss"] for line in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
-    resumed_losses = [json.loads(line)["loss"] for line in (tmp_path / "cut" / "metrics.jsonl").read_text().splitlines()]
+    resumed_losses = [
+        json.loads(line)["loss"] for line in (tmp_path / "cut" / "metrics.jsonl").read_text().splitlines()
+    ]
     assert resumed_losses == pytest.approx(losses, abs=1e-6)
 
 
 @pytest.mark.parametrize("fsdp", ["false", "true"], ids=["ddp", "fsdp"])
 def test_two_processes_match_one_process(tiny: Path, files: tuple[Path, Path], tmp_path: Path, fsdp: str) -> None:
     """torchrun with gloo: 2 ranks x micro batch 5 == 1 rank x micro batch 10, same global batches."""
-    shared = ["--set", f"model={tiny}", "--set", f"train_files={files[0]}", "--set", f"eval_files={files[1]}",
-              "--set", "max_length=128", "--set", "epochs=1", "--set", "lr=3e-3", "--set", "progress=false"]
+    shared = [
+        "--set",
+        f"model={tiny}",
+        "--set",
+        f"train_files={files[0]}",
+        "--set",
+        f"eval_files={files[1]}",
+        "--set",
+        "max_length=128",
+        "--set",
+        "epochs=1",
+        "--set",
+        "lr=3e-3",
+        "--set",
+        "progress=false",
+    ]
     single = train(config(tiny, files, tmp_path / "one", epochs=1))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "cheems.cli", "train", "--recipe", "tiny-cpu", "--nproc", "2", *shared,
-           "--set", "micro_batch_size=5", "--set", f"out_dir={tmp_path / 'two'}", "--set", f"fsdp={fsdp}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "cheems.cli",
+        "train",
+        "--recipe",
+        "tiny-cpu",
+        "--nproc",
+        "2",
+        *shared,
+        "--set",
+        "micro_batch_size=5",
+        "--set",
+        f"out_dir={tmp_path / 'two'}",
+        "--set",
+        f"fsdp={fsdp}",
+    ]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
     one_log = [json.loads(x) for x in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]

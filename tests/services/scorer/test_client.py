@@ -58,8 +58,9 @@ def test_retries_unavailable_then_reaches_a_server_that_comes_up(tiny_model: Pat
     starter = threading.Timer(1.0, server.start)
     starter.start()
     try:
-        with RewardClient(f"127.0.0.1:{port}", timeout=60,
-                          retry=RetryPolicy(attempts=30, initial_backoff=0.2, max_backoff=1.0)) as client:
+        with RewardClient(
+            f"127.0.0.1:{port}", timeout=60, retry=RetryPolicy(attempts=30, initial_backoff=0.2, max_backoff=1.0)
+        ) as client:
             assert len(client.score("你好", ["好"])) == 1
     finally:
         starter.join()
@@ -68,24 +69,50 @@ def test_retries_unavailable_then_reaches_a_server_that_comes_up(tiny_model: Pat
 
 def test_gives_up_after_the_retry_budget() -> None:
     started = time.monotonic()
-    with RewardClient(f"127.0.0.1:{free_port()}", retry=RetryPolicy(attempts=3, initial_backoff=0.05)) as client:
-        with pytest.raises(grpc.RpcError) as info:
-            client.score("你好", ["好"])
+    retry = RetryPolicy(attempts=3, initial_backoff=0.05)
+    with RewardClient(f"127.0.0.1:{free_port()}", retry=retry) as client, pytest.raises(grpc.RpcError) as info:
+        client.score("你好", ["好"])
     assert info.value.code() == grpc.StatusCode.UNAVAILABLE
     assert time.monotonic() - started < 10
 
 
 def test_tls(tiny_model: Path, tmp_path: Path) -> None:
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"],
-                   check=True, capture_output=True)
-    config = ScorerConfig(model=str(tiny_model), backend="torch", host="127.0.0.1", grpc_port=0, http_port=-1,
-                          tls_cert=str(cert), tls_key=str(key))
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    config = ScorerConfig(
+        model=str(tiny_model),
+        backend="torch",
+        host="127.0.0.1",
+        grpc_port=0,
+        http_port=-1,
+        tls_cert=str(cert),
+        tls_key=str(key),
+    )
     with ScorerServer(config) as server:
         credentials = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
         with RewardClient(f"localhost:{server.grpc_port}", credentials=credentials) as client:
             assert len(client.score("你好", ["好", "不好"])) == 2
-        with RewardClient(f"localhost:{server.grpc_port}", retry=RetryPolicy(attempts=1)) as plain:
-            with pytest.raises(grpc.RpcError):
-                plain.score("你好", ["好"])
+        plain = RewardClient(f"localhost:{server.grpc_port}", retry=RetryPolicy(attempts=1))
+        with plain, pytest.raises(grpc.RpcError):
+            plain.score("你好", ["好"])

@@ -27,8 +27,9 @@ def test_make_job_validates_and_keeps_context() -> None:
         ("你好", ["好"], [("robot", "x")], InvalidRequest, "history[0].role"),
     ],
 )
-def test_bad_requests(prompt: str, responses: list[str], history: list[tuple[str, str]], error: type,
-                      message: str) -> None:
+def test_bad_requests(
+    prompt: str, responses: list[str], history: list[tuple[str, str]], error: type, message: str
+) -> None:
     with pytest.raises(error, match=message.replace("[", r"\[").replace("]", r"\]")):
         make_job(prompt, responses, "", history, max_responses=4)
 
@@ -47,7 +48,7 @@ def test_length_groups_are_sorted_bounded_and_complete() -> None:
     groups = length_groups(lengths, max_batch=3, max_tokens=120)
     assert sorted(i for g in groups for i in g) == list(range(7))
     for g in groups:
-        assert len(g) <= 3 and len(g) * max(lengths[i] for i in g) <= 120 or len(g) == 1
+        assert (len(g) <= 3 and len(g) * max(lengths[i] for i in g) <= 120) or len(g) == 1
     assert groups[0] == [1, 3, 5]  # the three shortest together
 
 
@@ -58,8 +59,12 @@ def test_buckets() -> None:
 
 @pytest.mark.parametrize(
     ("changes", "field"),
-    [({"backend": "onnx"}, "backend"), ({"truncation": "middle"}, "truncation"), ({"max_responses": 0}, "max_responses"),
-     ({"tls_cert": "a.pem"}, "tls_cert")],
+    [
+        ({"backend": "onnx"}, "backend"),
+        ({"truncation": "middle"}, "truncation"),
+        ({"max_responses": 0}, "max_responses"),
+        ({"tls_cert": "a.pem"}, "tls_cert"),
+    ],
 )
 def test_config_errors_name_the_field(changes: dict[str, object], field: str) -> None:
     with pytest.raises(ValueError, match=field):

@@ -56,8 +56,9 @@ def trainer_scores(model_dir: Path, prompt: str, responses: list[str]) -> list[f
 
 
 def test_scores_through_triton_equal_the_trainers(triton_server: ScorerServer, tiny_model: Path) -> None:
-    reply = stub(triton_server).Score(reward_pb2.ScoreRequest(prompt=PROMPT, responses=RESPONSES, request_id="r-1"),
-                                      timeout=30)
+    reply = stub(triton_server).Score(
+        reward_pb2.ScoreRequest(prompt=PROMPT, responses=RESPONSES, request_id="r-1"), timeout=30
+    )
     expected = trainer_scores(tiny_model, PROMPT, RESPONSES)
     assert list(reply.scores) == pytest.approx(expected, abs=1e-5)
     assert reply.best_index == max(range(3), key=lambda i: expected[i])
@@ -66,8 +67,9 @@ def test_scores_through_triton_equal_the_trainers(triton_server: ScorerServer, t
 
 
 def test_torch_and_triton_backends_agree(triton_server: ScorerServer, truncating_server: ScorerServer) -> None:
-    request = reward_pb2.ScoreRequest(prompt="你好", responses=["你好！", "您好，有什么可以帮您？"],
-                                      system_prompt="你是一个礼貌的助手")
+    request = reward_pb2.ScoreRequest(
+        prompt="你好", responses=["你好！", "您好，有什么可以帮您？"], system_prompt="你是一个礼貌的助手"
+    )
     via_triton = stub(triton_server).Score(request, timeout=30).scores
     via_torch = stub(truncating_server).Score(request, timeout=30).scores
     assert list(via_triton) == pytest.approx(list(via_torch), abs=1e-5)
@@ -76,8 +78,9 @@ def test_torch_and_triton_backends_agree(triton_server: ScorerServer, truncating
 def test_system_prompt_and_history_change_the_score(triton_server: ScorerServer) -> None:
     s = stub(triton_server)
     plain = s.Score(reward_pb2.ScoreRequest(prompt="你好", responses=["你好！"]), timeout=30).scores[0]
-    system = s.Score(reward_pb2.ScoreRequest(prompt="你好", responses=["你好！"], system_prompt="你是诗人"),
-                     timeout=30).scores[0]
+    system = s.Score(
+        reward_pb2.ScoreRequest(prompt="你好", responses=["你好！"], system_prompt="你是诗人"), timeout=30
+    ).scores[0]
     assert plain != pytest.approx(system, abs=1e-7)
 
 
@@ -101,8 +104,9 @@ def test_health_and_reflection(triton_server: ScorerServer) -> None:
 
 
 def test_model_info(strict_server: ScorerServer) -> None:
-    info = stub(strict_server).GetModelInfo(reward_pb2.ModelInfoRequest(), timeout=5,
-                                            metadata=[("authorization", "Bearer s3cret")])
+    info = stub(strict_server).GetModelInfo(
+        reward_pb2.ModelInfoRequest(), timeout=5, metadata=[("authorization", "Bearer s3cret")]
+    )
     assert (info.backend, info.max_responses, info.max_length, info.truncation) == ("torch", 3, 48, "error")
 
 
@@ -114,10 +118,16 @@ AUTH = [("authorization", "Bearer s3cret")]
     [
         (reward_pb2.ScoreRequest(prompt="你好", responses=[]), grpc.StatusCode.INVALID_ARGUMENT, "responses is empty"),
         (reward_pb2.ScoreRequest(prompt="", responses=["好"]), grpc.StatusCode.INVALID_ARGUMENT, "prompt is empty"),
-        (reward_pb2.ScoreRequest(prompt="你好", responses=["好"] * 4), grpc.StatusCode.RESOURCE_EXHAUSTED,
-         "4 responses exceed the limit of 3"),
-        (reward_pb2.ScoreRequest(prompt="你好", responses=["好" * 200]), grpc.StatusCode.RESOURCE_EXHAUSTED,
-         "over max_length 48"),
+        (
+            reward_pb2.ScoreRequest(prompt="你好", responses=["好"] * 4),
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "4 responses exceed the limit of 3",
+        ),
+        (
+            reward_pb2.ScoreRequest(prompt="你好", responses=["好" * 200]),
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "over max_length 48",
+        ),
     ],
 )
 def test_bad_input_gets_a_clear_status_and_the_server_keeps_serving(
@@ -130,8 +140,9 @@ def test_bad_input_gets_a_clear_status_and_the_server_keeps_serving(
 
 
 def test_truncation_when_the_policy_allows_it(truncating_server: ScorerServer) -> None:
-    reply = stub(truncating_server).Score(reward_pb2.ScoreRequest(prompt="你好", responses=["好" * 200, "好"]),
-                                          timeout=10)
+    reply = stub(truncating_server).Score(
+        reward_pb2.ScoreRequest(prompt="你好", responses=["好" * 200, "好"]), timeout=10
+    )
     assert list(reply.truncated) == [True, False]
 
 
@@ -160,14 +171,21 @@ def test_deadline_exceeded(triton_server: ScorerServer) -> None:
 def test_unreachable_triton_is_unavailable(tiny_model: Path) -> None:
     from services.scorer.triton_model import free_port
 
-    config = ScorerConfig(model=str(tiny_model), host="127.0.0.1", grpc_port=0, http_port=0, backend="triton",
-                          triton_url=f"127.0.0.1:{free_port()}")
+    config = ScorerConfig(
+        model=str(tiny_model),
+        host="127.0.0.1",
+        grpc_port=0,
+        http_port=0,
+        backend="triton",
+        triton_url=f"127.0.0.1:{free_port()}",
+    )
     with ScorerServer(config) as server:
         channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
         status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5).status
         assert status == health_pb2.HealthCheckResponse.NOT_SERVING
-        got, details = code_of(lambda: stub(server).Score(reward_pb2.ScoreRequest(prompt="你好", responses=["好"]),
-                                                          timeout=10))
+        got, details = code_of(
+            lambda: stub(server).Score(reward_pb2.ScoreRequest(prompt="你好", responses=["好"]), timeout=10)
+        )
         assert got == grpc.StatusCode.UNAVAILABLE and "unreachable" in details
         assert http(server, "/health")[0] == 503
 
@@ -175,9 +193,12 @@ def test_unreachable_triton_is_unavailable(tiny_model: Path) -> None:
 def test_openrlhf_get_reward_with_the_exact_json_it_sends(triton_server: ScorerServer, tiny_model: Path) -> None:
     """OpenRLHF's remote RM client posts full prompt+response texts (templated by the policy)."""
     _, tokenizer = load_model(tiny_model)
-    templated = [tokenizer.apply_chat_template([{"role": "user", "content": PROMPT},
-                                                {"role": "assistant", "content": r}], tokenize=False)
-                 for r in RESPONSES]
+    templated = [
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": PROMPT}, {"role": "assistant", "content": r}], tokenize=False
+        )
+        for r in RESPONSES
+    ]
     prompts = [t[: t.rindex("<|im_start|>assistant")] for t in templated]
     body = {"query": [t + "<|endoftext|>" for t in templated], "prompts": prompts, "labels": ["", "", ""]}
     status, reply = http(triton_server, "/get_reward", body)
@@ -188,8 +209,12 @@ def test_openrlhf_get_reward_with_the_exact_json_it_sends(triton_server: ScorerS
 
 @pytest.mark.parametrize(
     ("body", "status", "message"),
-    [(b"{not json", 400, "not valid JSON"), ({"query": "one string"}, 400, "query must be a list of strings"),
-     ({"query": []}, 400, "query is empty"), ([1, 2], 400, "JSON object")],
+    [
+        (b"{not json", 400, "not valid JSON"),
+        ({"query": "one string"}, 400, "query must be a list of strings"),
+        ({"query": []}, 400, "query is empty"),
+        ([1, 2], 400, "JSON object"),
+    ],
 )
 def test_http_bad_input(triton_server: ScorerServer, body: Any, status: int, message: str) -> None:
     got, reply = http(triton_server, "/get_reward", body)

@@ -1,0 +1,142 @@
+"""Serving cost: the scorer's gRPC -> Triton path against in-process execution of the same work.
+
+Score requests of one prompt (~190 Chinese characters) with 5 responses (~450 characters each, the
+paper's Table 1 lengths) at concurrency 1, 8 and 32, on a Qwen2-architecture RM sized so compute
+dominates (hidden 256, 4 layers, real Qwen2 vocabulary; about 450 tokens per response):
+  (a) official - one forward per response, in-process, one request at a time
+  (b) limit    - the best in-process execution: a request's responses as one batch, or one by one,
+                 whichever is faster here (measured)
+  (c) ours     - concurrent gRPC Score calls -> Triton (PyTriton, dynamic batching) -> the same model
+Prints responses/s and p50/p99 request latency, and (c)/(b) and (c)/(a) throughput ratios.
+
+    python bench/scorer_bench.py [--requests 48] [--hidden 256] [--layers 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+from cheems.chat import Conversation, encode_many
+from services.scorer.backends import score_in_groups
+from services.scorer.client import RewardClient
+from services.scorer.config import ScorerConfig
+from services.scorer.server import ScorerServer
+from trainer.model import load_model, rewards, save_model
+from trainer.tiny import build_model, build_tokenizer
+
+POOL = (
+    "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发"
+    "年动同工也能下过子说产种面而方后多定行学法所民得经"
+)
+
+
+def text(rng: random.Random, n: int) -> str:
+    return "".join(rng.choices(POOL, k=n))
+
+
+def workload(count: int, seed: int = 0) -> list[tuple[str, list[str]]]:
+    rng = random.Random(seed)
+    return [(text(rng, 190), [text(rng, rng.randint(400, 500)) for _ in range(5)]) for _ in range(count)]
+
+
+def run(call: Callable[[str, list[str]], object], requests: list[tuple[str, list[str]]], concurrency: int) -> dict:
+    latencies: list[float] = []
+
+    def one(item: tuple[str, list[str]]) -> None:
+        started = time.perf_counter()
+        call(*item)
+        latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(one, requests))
+    wall = time.perf_counter() - started
+    latencies.sort()
+    return {
+        "rps": 5 * len(requests) / wall,
+        "p50": statistics.median(latencies),
+        "p99": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=48)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=4)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tokenizer = build_tokenizer()
+        directory = save_model(build_model(tokenizer, args.hidden, args.layers), tokenizer, Path(tmp) / "rm")
+        model, tokenizer = load_model(directory)
+        model.eval()
+        lock = threading.Lock()
+
+        def encoded(prompt: str, responses: list[str]) -> list[list[int]]:
+            with lock:
+                return [e.input_ids for e in encode_many(tokenizer, [Conversation(prompt, r) for r in responses])]
+
+        def official(prompt: str, responses: list[str]) -> object:
+            ids = encoded(prompt, responses)
+            with lock, torch.no_grad():
+                return [rewards(model, [s]).item() for s in ids]
+
+        def batched(prompt: str, responses: list[str]) -> object:
+            ids = encoded(prompt, responses)
+            with lock:
+                return score_in_groups(model, ids, 64, "cpu")
+
+        requests = workload(args.requests)
+        warm = workload(4, seed=1)
+        tokens = sum(len(s) for p, r in requests[:4] for s in encoded(p, r)) / 20
+        print(
+            f"model: Qwen2 hidden {args.hidden}, {args.layers} layers, vocab {len(tokenizer)}; "
+            f"~{tokens:.0f} tokens per (prompt, response); {args.requests} requests x 5 responses per level"
+        )
+        for fn in (official, batched):
+            run(fn, warm, 1)
+        config = ScorerConfig(
+            model=str(directory),
+            backend="triton",
+            host="127.0.0.1",
+            grpc_port=0,
+            http_port=-1,
+            max_batch_size=64,
+            queue_delay_us=5000,
+        )
+        with (
+            ScorerServer(config) as server,
+            RewardClient(f"127.0.0.1:{server.grpc_port}", timeout=600) as client,
+        ):
+            ours = client.score
+            run(ours, warm, 4)
+            print(f"{'conc':>4}  {'(a) official':>22}  {'(b) limit':>22}  {'(c) gRPC->Triton':>22}  c/b    c/a")
+            for concurrency in (1, 8, 32):
+                a = run(official, requests, concurrency)
+                per_response = a
+                b_batch = run(batched, requests, concurrency)
+                b = b_batch if b_batch["rps"] >= per_response["rps"] else per_response
+                c = run(ours, requests, concurrency)
+                cells = [f"{r['rps']:6.1f}/s {r['p50']:5.2f}s {r['p99']:5.2f}s" for r in (a, b, c)]
+                print(
+                    f"{concurrency:>4}  " + "  ".join(cells) + f"  {c['rps'] / b['rps']:.2f}  {c['rps'] / a['rps']:.2f}"
+                )
+                print(
+                    f"      (b) used {'batched' if b is b_batch else 'one-by-one'} forwards "
+                    f"(batched {b_batch['rps']:.1f}/s vs one-by-one {per_response['rps']:.1f}/s)"
+                )
+    print("cells: responses/s, p50 and p99 request latency")
+
+
+if __name__ == "__main__":
+    main()

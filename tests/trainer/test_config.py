@@ -1,0 +1,141 @@
+"""TrainConfig validation, --set overrides, the global batch check, and the recipes."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainer.config import TrainConfig
+from trainer.recipes import RECIPES, qwen25_paper, recipe, tiny_cpu
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("micro_batch_size", 0),
+        ("max_length", 0),
+        ("grad_accum_steps", 0),
+        ("lr", 0.0),
+        ("lr", -1e-5),
+        ("epochs", 0),
+        ("warmup_ratio", 1.0),
+        ("warmup_ratio", -0.1),
+        ("length_policy", "middle"),
+        ("reg_coef", -1.0),
+    ],
+)
+def test_invalid_values_raise_naming_the_field(field: str, value: object) -> None:
+    with pytest.raises(ValueError, match=field):
+        TrainConfig(**{field: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("field", "value"), [("lr", float("nan")), ("epochs", float("nan"))])
+def test_nan_is_not_a_positive_value(field: str, value: float) -> None:
+    # "lr must be > 0": NaN is not > 0, yet `value <= 0` is False for NaN, so it slips through
+    with pytest.raises(ValueError, match=field):
+        TrainConfig(**{field: value})  # type: ignore[arg-type]
+
+
+def test_edge_values_are_accepted() -> None:
+    config = TrainConfig(warmup_ratio=0.0, reg_coef=0.0, length_policy="left", max_length=1, epochs=0.5)
+    assert config.warmup_ratio == 0.0 and config.reg_coef == 0.0 and config.length_policy == "left"
+
+
+def test_overrides_parse_by_field_type() -> None:
+    base = TrainConfig()
+    config = base.with_overrides(
+        [
+            "micro_batch_size=4",
+            "lr=1e-4",
+            "epochs=3",
+            "bf16=false",
+            "fsdp=YES",
+            "gradient_checkpointing=1",
+            "model=out/models/小模型",
+            "out_dir=a=b",
+        ]
+    )
+    assert config.micro_batch_size == 4 and isinstance(config.micro_batch_size, int)
+    assert config.lr == 1e-4
+    assert config.epochs == 3.0 and isinstance(config.epochs, float)
+    assert config.bf16 is False and config.fsdp is True and config.gradient_checkpointing is True
+    assert config.model == "out/models/小模型"
+    assert config.out_dir == "a=b"  # only the first '=' separates key and value
+    assert base == TrainConfig()  # a copy: the original is unchanged
+    assert config.reg_coef == base.reg_coef
+
+
+def test_overrides_parse_lists_as_json_or_comma_separated() -> None:
+    config = TrainConfig().with_overrides(['train_files=["a.jsonl", "数据/b.jsonl"]', "eval_files=x.jsonl,y.jsonl,"])
+    assert config.train_files == ["a.jsonl", "数据/b.jsonl"]
+    assert config.eval_files == ["x.jsonl", "y.jsonl"]
+    assert TrainConfig().with_overrides(["eval_files="]).eval_files == []
+    assert TrainConfig().with_overrides(["eval_files=only.jsonl"]).eval_files == ["only.jsonl"]
+
+
+@pytest.mark.parametrize("assignment", ["nope=1", "micro_batch_size", "=3", "Lr=0.1"])
+def test_overrides_reject_unknown_keys(assignment: str) -> None:
+    with pytest.raises(ValueError, match="expected key=value") as info:
+        TrainConfig().with_overrides([assignment])
+    assert repr(assignment) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("assignment", "key"),
+    [
+        ("micro_batch_size=two", "micro_batch_size"),
+        ("max_length=2.5", "max_length"),
+        ("lr=fast", "lr"),
+        ("bf16=maybe", "bf16"),
+        ("train_files=[not json", "train_files"),
+    ],
+)
+def test_overrides_reject_bad_values_naming_the_key(assignment: str, key: str) -> None:
+    with pytest.raises(ValueError, match=f"--set {key}="):
+        TrainConfig().with_overrides([assignment])
+
+
+@pytest.mark.parametrize(
+    ("assignment", "field"),
+    [("micro_batch_size=0", "micro_batch_size"), ("lr=0", "lr"), ("length_policy=middle", "length_policy")],
+)
+def test_overrides_are_validated(assignment: str, field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        TrainConfig().with_overrides([assignment])
+
+
+def test_forward_batch_without_global_batch_is_micro_times_world() -> None:
+    config = TrainConfig(micro_batch_size=3, grad_accum_steps=5)
+    assert config.forward_batch(1) == 3
+    assert config.forward_batch(4) == 12
+
+
+def test_forward_batch_checks_the_global_batch_of_the_paper_recipe() -> None:
+    config = qwen25_paper()
+    assert config.global_batch_size == 256
+    assert config.forward_batch(32) == 64  # 2 x 32, four accumulation steps make 256
+    with pytest.raises(ValueError, match="global_batch_size 256") as info:
+        config.forward_batch(8)
+    assert "world size 8" in str(info.value)
+    assert config.with_overrides(["grad_accum_steps=16"]).forward_batch(8) == 16
+
+
+def test_unknown_recipe_names_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="nope") as info:
+        recipe("nope")
+    for name in RECIPES:
+        assert name in str(info.value)
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_every_recipe_builds(name: str) -> None:
+    config = recipe(name)
+    assert isinstance(config, TrainConfig)
+    assert config.model and config.train_files
+    assert config == RECIPES[name]()
+    assert config.to_dict()["model"] == config.model
+
+
+def test_recipes_registry_names() -> None:
+    assert RECIPES["qwen25-paper"] is qwen25_paper
+    assert RECIPES["tiny-cpu"] is tiny_cpu
+    assert tiny_cpu().bf16 is False

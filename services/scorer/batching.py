@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-BUCKET = 64  # token lengths are padded up to a multiple of this on the way to Triton
+BUCKET = 512  # token lengths are padded up to a multiple of this on the way to Triton (padding is
+# trimmed again before the forward, so a coarse bucket costs only bytes and lets more requests share a shape)
 
 
 def bucket_length(length: int, bucket: int = BUCKET) -> int:

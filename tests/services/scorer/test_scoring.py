@@ -53,8 +53,9 @@ def test_length_groups_are_sorted_bounded_and_complete() -> None:
 
 
 def test_buckets() -> None:
-    assert [bucket_length(n) for n in (1, 64, 65)] == [64, 64, 128]
-    assert by_bucket([10, 70, 64, 130]) == {64: [0, 2], 128: [1], 192: [3]}
+    assert [bucket_length(n, 64) for n in (1, 64, 65)] == [64, 64, 128]
+    assert by_bucket([10, 70, 64, 130], 64) == {64: [0, 2], 128: [1], 192: [3]}
+    assert by_bucket([10, 500, 513]) == {512: [0, 1], 1024: [2]}
 
 
 @pytest.mark.parametrize(

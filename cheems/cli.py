@@ -191,6 +191,21 @@ def serve_command(
     serve(config)
 
 
+@app.command("export-triton")
+@clear_errors
+def export_triton_command(
+    model: Annotated[Path, typer.Option(exists=True, file_okay=False, help="Checkpoint directory.")],
+    out: Annotated[Path, typer.Option(help="Model repository directory to write.")],
+    name: Annotated[str, typer.Option()] = "cheems_rm",
+    max_batch_size: Annotated[int, typer.Option(min=1)] = 64,
+    device: Annotated[str, typer.Option(help="cpu, or cuda for KIND_GPU instances.")] = "cpu",
+) -> None:
+    """Export a checkpoint as a Triton model repository (Python backend) for the official Triton image."""
+    from services.scorer.model_repository import export_triton_repository
+
+    typer.echo(f"wrote {export_triton_repository(model, out, name, max_batch_size, device=device)}")
+
+
 @app.command("score")
 @clear_errors
 def score_command(

@@ -70,5 +70,5 @@ def test_exported_repository_serves_the_checkpoints_scores(tiny_model: Path, tmp
 
 
 def test_export_refuses_a_directory_without_weights(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="no \\*.safetensors"):
+    with pytest.raises(FileNotFoundError, match=r"no \*\.safetensors"):
         export_triton_repository(tmp_path, tmp_path / "repo")

@@ -229,3 +229,16 @@ def test_http_score_health_and_metrics(triton_server: ScorerServer) -> None:
     assert status == 200
     assert 'cheems_scorer_requests_total{api="Score",status="OK"}' in text
     assert "cheems_scorer_latency_seconds_bucket" in text and "cheems_scorer_batch_responses" in text
+
+
+def test_training_and_serving_produce_identical_token_ids(tiny_model: Path) -> None:
+    from cheems.chat import Truncation
+    from cheems.responses import Response
+    from services.scorer.scoring import make_job, tokenize_job
+    from trainer.data import PromptGroup, tokenize_groups
+
+    _, tokenizer = load_model(tiny_model)
+    group = PromptGroup(PROMPT, tuple(Response(f"r{i}", r) for i, r in enumerate(RESPONSES)), ((0, 1),), "你是助手")
+    trained = tokenize_groups([group], tokenizer, keep_unpaired=True)
+    served = tokenize_job(tokenizer, make_job(PROMPT, RESPONSES, "你是助手"), 2048, Truncation.NONE)
+    assert [e.input_ids for e in served] == [list(x.input_ids) for x in trained.examples]

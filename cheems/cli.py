@@ -89,6 +89,30 @@ def eval_command(
             typer.echo(f"wrote {path}")
 
 
+@app.command("resolve")
+@clear_errors
+def resolve_command(
+    annotations: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Raw annotations jsonl.")],
+    out: Annotated[Path, typer.Option(help="CheemsBench jsonl to write.")],
+    stats: Annotated[Path | None, typer.Option(help="Write statistics as JSON here.")] = None,
+) -> None:
+    """Resolve conflicting annotations into partial rankings (the paper's Algorithm 1)."""
+    from services.annotation.resolve_file import resolve_file
+
+    result = resolve_file(annotations, out, stats)
+    typer.echo(
+        f"prompts {result.prompts}  annotations {result.annotations}  relations {result.relations}  "
+        f"conflicts {result.conflicts}  conflict_ratio {result.conflict_ratio:.4f}  "
+        f"merged_nodes {result.merged_nodes}"
+    )
+    if result.skipped_prompts or result.unranked_responses:
+        typer.echo(
+            f"left out: {result.skipped_prompts} prompts with fewer than two ranks, "
+            f"{result.unranked_responses} responses in no relation"
+        )
+    typer.echo(f"wrote {out}")
+
+
 @app.command("init-model")
 @clear_errors
 def init_model_command(

@@ -1,0 +1,116 @@
+"""`cheems resolve`: the file format, its errors, the bench output and STATS.json."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cheems.bench import read_bench
+from cheems.errors import FormatError
+from services.annotation.resolve_file import resolve_file
+
+RESPONSES = [{"id": f"r{i}", "content": f"回答{i}"} for i in range(1, 6)]
+
+
+def line(annotations: list[object], **extra: object) -> str:
+    return json.dumps(
+        {"input": "问题", "responses": RESPONSES, "category": ["推理", "逻辑"], "annotations": annotations, **extra},
+        ensure_ascii=False,
+    )
+
+
+def write(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_resolves_to_the_official_bench_layout(tmp_path: Path) -> None:
+    src = write(
+        tmp_path / "raw.jsonl",
+        [
+            line([{"order": [["r1"], ["r2", "r3"]]}, {"better": "r3", "worse": "r4"}, {"equal": ["r4", "r5"]}]),
+            line(
+                [{"better": "r1", "worse": "r2"}, {"better": "r2", "worse": "r1"}, {"better": "r1", "worse": "r3"}],
+                input="另一个问题",
+            ),
+        ],
+    )
+    stats = resolve_file(src, tmp_path / "bench.jsonl", tmp_path / "stats.json")
+    [first, second] = read_bench(tmp_path / "bench.jsonl")
+    assert dict(first.rank) == {"r1": 1, "r2": 2, "r3": 2, "r4": 3, "r5": 3}
+    assert first.category == ("推理", "逻辑")
+    assert dict(second.rank) == {"r1": 1, "r2": 1, "r3": 2} and [r.id for r in second.responses] == ["r1", "r2", "r3"]
+    assert json.loads((tmp_path / "stats.json").read_text()) == {
+        "prompts": 2,
+        "annotations": 6,
+        "conflict_ratio": 0.25,
+        "merged_nodes": 3,
+    }  # 2 ties + 1 cycle merged
+    assert (stats.relations, stats.conflicts, stats.unranked_responses) == (8, 2, 2)
+
+
+def test_discarded_responses_are_excluded(tmp_path: Path) -> None:
+    src = write(
+        tmp_path / "raw.jsonl",
+        [line([{"order": [["r1"], ["r5"], ["r2"]]}, {"better": "r2", "worse": "r3"}], discarded=["r5"])],
+    )
+    resolve_file(src, tmp_path / "bench.jsonl")
+    [item] = read_bench(tmp_path / "bench.jsonl")
+    assert dict(item.rank) == {"r1": 1, "r2": 2, "r3": 3}
+
+
+@pytest.mark.parametrize(
+    ("annotation", "message"),
+    [
+        ({"better": "r1", "worse": "r9"}, "unknown response id 'r9'"),
+        ({"better": "r1", "worse": "r1"}, "better than itself"),
+        ({"equal": ["r1"]}, "two different response ids"),
+        ({"order": [["r1"], []]}, "non-empty list of non-empty id lists"),
+        ({"order": [["r1"], ["r2", "r1"]]}, "names a response twice"),
+        ({"prefer": "r1"}, "expected"),
+    ],
+)
+def test_bad_annotation_names_file_line_and_field_and_writes_nothing(
+    tmp_path: Path, annotation: object, message: str
+) -> None:
+    src = write(tmp_path / "raw.jsonl", [line([{"better": "r1", "worse": "r2"}]), line([annotation], input="第二")])
+    with pytest.raises(FormatError) as info:
+        resolve_file(src, tmp_path / "bench.jsonl", tmp_path / "stats.json")
+    assert (info.value.line, info.value.field) == (2, "annotations[0]") and message in str(info.value)
+    assert not (tmp_path / "bench.jsonl").exists() and not (tmp_path / "stats.json").exists()
+
+
+def test_cli(tmp_path: Path) -> None:
+    src = write(tmp_path / "raw.jsonl", [line([{"order": [["r1"], ["r2"], ["r3"], ["r4"], ["r5"]]}])])
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cheems.cli",
+            "resolve",
+            str(src),
+            "--out",
+            str(tmp_path / "b.jsonl"),
+            "--stats",
+            str(tmp_path / "s.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "conflict_ratio 0.0000" in run.stdout and "merged_nodes 0" in run.stdout
+    bad = write(tmp_path / "bad.jsonl", ["{"])
+    run = subprocess.run(
+        [sys.executable, "-m", "cheems.cli", "resolve", str(bad), "--out", str(tmp_path / "x.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 2 and "bad.jsonl:1: invalid JSON" in run.stderr

@@ -11,8 +11,9 @@ fields (e.g. `sys_prompt`) are kept and written back unchanged.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,13 @@ class BenchItem:
             "category": list(self.category),
             **self.extra,
         }
+
+
+def ranked_pairs(ranks: Sequence[int]) -> list[tuple[int, int]]:
+    """Index pairs (better, worse) for every two responses with different gold ranks (lower is better)."""
+    return [
+        (i, j) if ranks[i] < ranks[j] else (j, i) for i, j in combinations(range(len(ranks)), 2) if ranks[i] != ranks[j]
+    ]
 
 
 def parse_bench_record(obj: dict[str, Any], path: str | Path, line: int) -> BenchItem:

@@ -20,8 +20,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from itertools import combinations
 
+from cheems.bench import ranked_pairs
 from evaluator.calibration import DEFAULT_BINS, expected_calibration_error
 from evaluator.errors import EvaluationError
 
@@ -68,13 +68,6 @@ class EvalResult:
     semantics: Semantics
     overall: float
     subsets: Mapping[str, SubsetMetrics]
-
-
-def ranked_pairs(ranks: Sequence[int]) -> list[tuple[int, int]]:
-    """Index pairs (better, worse) for every two responses with different gold ranks."""
-    return [
-        (i, j) if ranks[i] < ranks[j] else (j, i) for i, j in combinations(range(len(ranks)), 2) if ranks[i] != ranks[j]
-    ]
 
 
 def margins(prompt: ScoredPrompt) -> list[float]:

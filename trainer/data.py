@@ -17,11 +17,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from cheems.bench import read_bench
+from cheems.bench import ranked_pairs, read_bench
 from cheems.chat import Conversation, Truncation, encode_many
 from cheems.preference import read_preference
 from cheems.responses import Response
-from evaluator.metrics import ranked_pairs
 
 
 class LengthPolicy(StrEnum):

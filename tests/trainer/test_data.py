@@ -10,7 +10,7 @@ import pytest
 
 from cheems.chat import Conversation, encode
 from cheems.responses import Response, content_id
-from evaluator.metrics import ranked_pairs
+from cheems.bench import ranked_pairs
 from trainer.data import (
     Dataset,
     LengthPolicy,

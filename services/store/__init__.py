@@ -1,0 +1,12 @@
+"""Store: the platform's database (SQLAlchemy 2 models, Alembic migrations, idempotent repository functions).
+
+    models.py      tables: prompts, responses, annotation_tasks, annotations, rankings, exports
+    db.py          StoreConfig, create_engine_for(config), session_scope(engine)
+    repository.py  add_sample, add_annotation, create_tasks, save_ranking, ... (each takes a Session)
+    errors.py      StoreError and its subclasses
+    migrate.py     upgrade(url): runs the Alembic migrations in migrations/ (the only way tables are made)
+
+SQLite file by default, PostgreSQL at scale: the URL is the only difference.
+
+    python -m services.store.migrate upgrade sqlite:///cheems.db
+"""

@@ -1,0 +1,105 @@
+"""Engines and sessions: `StoreConfig` -> `create_engine_for(config)` -> `with session_scope(engine) as s: ...`.
+
+Tables are made by migrations (`services.store.migrate.upgrade(url)`), never here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.orm import Session
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Where the store lives.
+
+    url: a SQLAlchemy URL: `sqlite:///cheems.db` (a file, the default) or
+        `postgresql+psycopg://user@host:5432/db`; libpq options such as
+        `?options=-csearch_path%3Dmyschema` pass through to the driver.
+    echo: log every SQL statement (at INFO, through the `sqlalchemy.engine` logger).
+    """
+
+    url: str = "sqlite:///cheems.db"
+    echo: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.url, str) or not self.url.strip():
+            raise ValueError(f"StoreConfig.url: expected a database URL, got {self.url!r}")
+        try:
+            make_url(self.url)
+        except ArgumentError as exc:
+            raise ValueError(f"StoreConfig.url: not a database URL: {self.url!r}") from exc
+        if not isinstance(self.echo, bool):
+            raise ValueError(f"StoreConfig.echo: expected a bool, got {self.echo!r}")
+
+    @property
+    def is_sqlite(self) -> bool:
+        return make_url(self.url).get_backend_name() == "sqlite"
+
+
+def _json(value: Any) -> str:
+    # Chinese stays readable in the database (and in psql / sqlite3 sessions) instead of \uXXXX escapes.
+    return json.dumps(value, ensure_ascii=False)
+
+
+def create_engine_for(config: StoreConfig) -> Engine:
+    """An engine for `config.url`; SQLite connections enforce foreign keys, server connections are pinged."""
+    if config.is_sqlite:
+        # timeout: wait up to 30 s for another writer's lock instead of failing at once.
+        engine = create_engine(config.url, echo=config.echo, json_serializer=_json, connect_args={"timeout": 30})
+        event.listen(engine, "connect", _sqlite_connect)
+        event.listen(engine, "begin", _sqlite_begin)
+    else:
+        engine = create_engine(
+            config.url,
+            echo=config.echo,
+            json_serializer=_json,
+            pool_size=5,
+            max_overflow=10,
+            pool_pre_ping=True,  # survive server restarts and idle disconnects
+            pool_recycle=1800,
+        )
+    log.debug("engine for %s", engine.url.render_as_string(hide_password=True))
+    return engine
+
+
+def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    # SQLite checks foreign keys only when asked, per connection.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+    # Python 3.11's sqlite3 begins transactions only before DML, so DDL (migrations) would autocommit and
+    # savepoints misbehave; SQLAlchemy emits BEGIN itself instead (the recipe in its SQLite dialect docs).
+    dbapi_connection.isolation_level = None
+
+
+def _sqlite_begin(connection: Connection) -> None:
+    # IMMEDIATE takes the write lock up front. Our units of work read, then write; two deferred
+    # transactions doing that at once deadlock, and SQLite fails one with "database is locked" at once
+    # instead of waiting. Taking the lock first makes writers queue (up to the timeout) instead.
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+@contextmanager
+def session_scope(engine: Engine) -> Iterator[Session]:
+    """One unit of work: commits when the block ends normally, rolls back on any exception (and re-raises)."""
+    session = Session(engine, expire_on_commit=False)  # rows stay readable after the block
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()

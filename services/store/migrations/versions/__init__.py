@@ -1,0 +1,1 @@
+"""Alembic revisions, oldest first: v0001_initial, ... (Alembic itself ignores this file)."""

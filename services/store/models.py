@@ -1,0 +1,126 @@
+"""The tables, as typed SQLAlchemy 2 declarative models. Migrations in migrations/ create them; keep both in step.
+
+JSON columns hold lists and dicts (categories, response keys, raw annotation results, rankings).
+Constraint names come from one naming convention, so migrations can refer to them on every backend.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import JSON, CheckConstraint, DateTime, ForeignKey, MetaData, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+KEY = 128  # response keys ("r1", md5 hex), annotation and task ids
+TASK_KINDS = ("triple", "pair")
+TASK_STATUSES = ("open", "done")
+ANNOTATION_KINDS = ("human", "ai")
+EXPORT_KINDS = ("bench", "preference")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _one_of(column: str, values: tuple[str, ...]) -> CheckConstraint:
+    allowed = ", ".join(f"'{v}'" for v in values)
+    return CheckConstraint(f"{column} IN ({allowed})", name=column)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        dict[str, Any]: JSON,
+        list[Any]: JSON,
+        datetime: DateTime(timezone=True),
+    }
+
+
+class Prompt(Base):
+    """A prompt; its id is the sha256 of (system prompt, text), so the same prompt is stored once."""
+
+    __tablename__ = "prompts"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    text: Mapped[str] = mapped_column(Text)
+    system_prompt: Mapped[str | None] = mapped_column(Text)
+    category: Mapped[list[Any]]
+    source: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Response(Base):
+    """A candidate response; `response_key` is its id within the prompt ("r1", or the md5 of its content)."""
+
+    __tablename__ = "responses"
+    __table_args__ = (UniqueConstraint("prompt_id", "response_key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    prompt_id: Mapped[str] = mapped_column(ForeignKey("prompts.id"))
+    response_key: Mapped[str] = mapped_column(String(KEY))
+    content: Mapped[str] = mapped_column(Text)
+    model: Mapped[str | None] = mapped_column(String(200))
+
+
+class AnnotationTask(Base):
+    """A group of responses (three for humans, two for AI judges) waiting for annotations."""
+
+    __tablename__ = "annotation_tasks"
+    __table_args__ = (_one_of("kind", TASK_KINDS), _one_of("status", TASK_STATUSES))
+
+    id: Mapped[str] = mapped_column(String(KEY), primary_key=True)
+    prompt_id: Mapped[str] = mapped_column(ForeignKey("prompts.id"), index=True)
+    response_keys: Mapped[list[Any]]
+    kind: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16), default="open")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Annotation(Base):
+    """One raw judgment, e.g. {"order": [["r1"], ["r2", "r3"]]}; its id is the caller's idempotency key."""
+
+    __tablename__ = "annotations"
+    __table_args__ = (_one_of("kind", ANNOTATION_KINDS),)
+
+    id: Mapped[str] = mapped_column(String(KEY), primary_key=True)
+    prompt_id: Mapped[str] = mapped_column(ForeignKey("prompts.id"), index=True)
+    task_id: Mapped[str | None] = mapped_column(ForeignKey("annotation_tasks.id"))
+    annotator: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(16))
+    result: Mapped[dict[str, Any]]
+    discarded: Mapped[list[Any]]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Ranking(Base):
+    """The resolved partial ranking of a prompt's responses (1 = best, ties share a rank)."""
+
+    __tablename__ = "rankings"
+
+    prompt_id: Mapped[str] = mapped_column(ForeignKey("prompts.id"), primary_key=True)
+    rank: Mapped[dict[str, Any]]
+    conflicts: Mapped[int]
+    merged_nodes: Mapped[int]
+    resolved_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Export(Base):
+    """A file written from the store (a bench or preference jsonl) and its checksum."""
+
+    __tablename__ = "exports"
+    __table_args__ = (_one_of("kind", EXPORT_KINDS),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    path: Mapped[str] = mapped_column(Text)
+    records: Mapped[int]
+    sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,247 @@
+"""What services do with the store: idempotent writes and plain reads, each a function taking a Session.
+
+Writes are safe to repeat (Kafka redelivers, clients retry): prompts are keyed by content hash,
+responses by (prompt, key), tasks by (prompt, keys), annotations by the caller's idempotency key.
+Inserts use INSERT ... ON CONFLICT DO NOTHING, so two writers racing on the same key cannot both
+insert. Every value is checked before anything is written; the caller's `session_scope` commits or
+rolls back the whole unit of work.
+
+    with session_scope(engine) as s:
+        pid, _ = add_sample(s, "什么是奖励模型？", [("r1", "……"), ("r2", "……")], ["知识", "AI"])
+        add_annotation(s, "anno-1", pid, "alice", "human", {"better": "r1", "worse": "r2"})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import insert, inspect, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from services.store import validate as v
+from services.store.errors import Conflict, InvalidRecord, TaskClosed, UnknownPrompt, UnknownResponse, UnknownTask
+from services.store.models import (
+    ANNOTATION_KINDS,
+    EXPORT_KINDS,
+    Annotation,
+    AnnotationTask,
+    Base,
+    Export,
+    Prompt,
+    Ranking,
+    Response,
+    utcnow,
+)
+from services.store.validate import prompt_id_for, task_id_for
+
+_ANNOTATION_FIELDS = ("prompt_id", "task_id", "annotator", "kind", "result", "discarded")
+
+
+def add_sample(
+    session: Session,
+    prompt: str,
+    responses: Iterable[tuple[str, str]],
+    category: Sequence[str],
+    system_prompt: str | None = None,
+    source: str = "",
+    models: Mapping[str, str] | None = None,
+) -> tuple[str, bool]:
+    """Store a prompt and its responses; returns (prompt id, whether anything new was stored).
+
+    Adding the same sample again stores nothing. Known prompts gain only the response keys they lack
+    (their category and source stay as first stored); a known key with other content raises Conflict.
+    `models` names the model behind each response key, where known.
+    """
+    pairs = v.response_pairs(responses)
+    category = v.strings("category", category)
+    pid = prompt_id_for(prompt, system_prompt)
+    stored = responses_for(session, pid)
+    for rkey, content in pairs.items():
+        if stored.get(rkey, content) != content:
+            raise Conflict(f"prompt {pid}: response {rkey!r} is already stored with other content")
+    row = {"id": pid, "text": prompt, "system_prompt": system_prompt, "category": category, "source": source}
+    created = _insert_new(session, Prompt, row)
+    for rkey in (k for k in pairs if k not in stored):  # in the order given
+        model = (models or {}).get(rkey)
+        created |= _insert_new(
+            session, Response, {"prompt_id": pid, "response_key": rkey, "content": pairs[rkey], "model": model}
+        )
+    return pid, created
+
+
+def responses_for(session: Session, prompt_id: str) -> dict[str, str]:
+    """{response key: content} of a prompt, in the order they were stored (empty for an unknown prompt)."""
+    rows = session.execute(
+        select(Response.response_key, Response.content).where(Response.prompt_id == prompt_id).order_by(Response.id)
+    )
+    return {rkey: content for rkey, content in rows}
+
+
+def add_annotation(
+    session: Session,
+    annotation_id: str,
+    prompt_id: str,
+    annotator: str,
+    kind: str,
+    result: Mapping[str, Any],
+    discarded: Iterable[str] = (),
+    task_id: str | None = None,
+) -> bool:
+    """Store one raw annotation under the caller's idempotency key; False if it is already stored.
+
+    Raises Conflict if the id is stored with other content, UnknownPrompt / UnknownResponse for keys
+    the prompt lacks, UnknownTask / TaskClosed for a task of another prompt or one that is done.
+    """
+    record = {
+        "id": v.key("annotation_id", annotation_id),
+        "prompt_id": prompt_id,
+        "task_id": task_id,
+        "annotator": v.key("annotator", annotator),
+        "kind": v.one_of("kind", kind, ANNOTATION_KINDS),
+        "result": v.json_value("result", dict(result) if isinstance(result, Mapping) else result),
+        "discarded": sorted(set(v.strings("discarded", list(discarded)))),
+    }
+    if not isinstance(record["result"], dict):
+        raise InvalidRecord(f"result: expected an object, got {result!r}")
+    existing = session.get(Annotation, annotation_id)
+    if existing is not None:  # a replay: answer before the task checks, as the task may be done by now
+        return _same_or_conflict(existing, record)
+    keys = v.result_keys(record["result"]) + record["discarded"]
+    _require_keys(session, prompt_id, keys)
+    if task_id is not None:
+        _require_open_task(session, task_id, prompt_id, keys)
+    if _insert_new(session, Annotation, record):
+        return True
+    raced = session.get(Annotation, annotation_id, populate_existing=True)
+    assert raced is not None  # the insert was skipped because this row exists
+    return _same_or_conflict(raced, record)
+
+
+def annotations_for(session: Session, prompt_id: str) -> list[Annotation]:
+    """A prompt's annotations, oldest first."""
+    _require_prompt(session, prompt_id)
+    query = select(Annotation).where(Annotation.prompt_id == prompt_id).order_by(Annotation.created_at, Annotation.id)
+    return list(session.scalars(query))
+
+
+def create_tasks(session: Session, prompt_id: str, groups: Iterable[Sequence[str]], kind: str) -> list[str]:
+    """Open one task per group of response keys (three for "triple", two for "pair"); returns their ids.
+
+    A task's id is the hash of its prompt and key set, so creating it again returns the same id and
+    leaves its status alone.
+    """
+    keyed = [v.task_group(kind, group) for group in groups]
+    _require_keys(session, prompt_id, [k for group in keyed for k in group])
+    ids = []
+    for group in keyed:
+        tid = task_id_for(prompt_id, group)
+        _insert_new(session, AnnotationTask, {"id": tid, "prompt_id": prompt_id, "response_keys": group, "kind": kind})
+        ids.append(tid)
+    return ids
+
+
+def tasks_for(session: Session, prompt_id: str, status: str | None = None) -> list[AnnotationTask]:
+    """A prompt's tasks, oldest first, optionally only those with `status` ("open" or "done")."""
+    query = select(AnnotationTask).where(AnnotationTask.prompt_id == prompt_id)
+    if status is not None:
+        query = query.where(AnnotationTask.status == v.one_of("status", status, ("open", "done")))
+    return list(session.scalars(query.order_by(AnnotationTask.created_at, AnnotationTask.id)))
+
+
+def complete_task(session: Session, task_id: str) -> bool:
+    """Mark a task done; False if it already was."""
+    task = session.get(AnnotationTask, task_id)
+    if task is None:
+        raise UnknownTask(f"no task {task_id!r}")
+    if task.status == "done":
+        return False
+    task.status = "done"
+    session.flush()
+    return True
+
+
+def save_ranking(
+    session: Session, prompt_id: str, rank: Mapping[str, int], conflicts: int = 0, merged_nodes: int = 0
+) -> None:
+    """Store (or replace) a prompt's resolved ranking: {response key: rank}, 1 = best, ties share a rank."""
+    clean = {v.key("rank.key", k): v.count(f"rank[{k!r}]", r, minimum=1) for k, r in rank.items()}
+    values = {
+        "rank": clean,
+        "conflicts": v.count("conflicts", conflicts),
+        "merged_nodes": v.count("merged_nodes", merged_nodes),
+    }
+    _require_keys(session, prompt_id, clean)
+    row = session.get(Ranking, prompt_id)
+    if row is None:
+        session.add(Ranking(prompt_id=prompt_id, **values))
+    else:
+        row.rank, row.conflicts, row.merged_nodes, row.resolved_at = clean, conflicts, merged_nodes, utcnow()
+    session.flush()
+
+
+def get_ranking(session: Session, prompt_id: str) -> Ranking | None:
+    """A prompt's ranking, or None if it has not been resolved yet."""
+    return session.get(Ranking, prompt_id)
+
+
+def record_export(session: Session, kind: str, path: str, records: int, sha256: str) -> int:
+    """Note a written export file ("bench" or "preference" jsonl) and its checksum; returns the export id."""
+    row = Export(
+        kind=v.one_of("kind", kind, EXPORT_KINDS),
+        path=str(path),
+        records=v.count("records", records),
+        sha256=v.sha256_hex("sha256", sha256),
+    )
+    session.add(row)
+    session.flush()
+    return row.id
+
+
+def _insert_new(session: Session, model: type[Base], values: dict[str, Any]) -> bool:
+    """INSERT unless the primary or a unique key is taken; True if this call inserted the row."""
+    dialect = session.get_bind().dialect.name
+    if dialect in ("postgresql", "sqlite"):
+        dialect_insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        # RETURNING, not rowcount: ORM-enabled inserts report rowcount -1 on some drivers.
+        stmt = dialect_insert(model).values(**values).on_conflict_do_nothing().returning(*inspect(model).primary_key)
+        return session.execute(stmt).first() is not None
+    try:  # other backends: a savepoint keeps the outer transaction usable after a duplicate
+        with session.begin_nested():
+            session.execute(insert(model).values(**values))
+    except IntegrityError:
+        return False
+    return True
+
+
+def _same_or_conflict(existing: Annotation, record: Mapping[str, Any]) -> bool:
+    differs = [f for f in _ANNOTATION_FIELDS if getattr(existing, f) != record[f]]
+    if differs:
+        raise Conflict(f"annotation {existing.id!r} is already stored with other content ({', '.join(differs)})")
+    return False
+
+
+def _require_prompt(session: Session, prompt_id: str) -> None:
+    if session.get(Prompt, prompt_id) is None:
+        raise UnknownPrompt(f"no prompt {prompt_id!r}")
+
+
+def _require_keys(session: Session, prompt_id: str, keys: Iterable[str]) -> None:
+    _require_prompt(session, prompt_id)
+    known = set(session.scalars(select(Response.response_key).where(Response.prompt_id == prompt_id)))
+    for rkey in keys:
+        if rkey not in known:
+            raise UnknownResponse(f"prompt {prompt_id}: no response {rkey!r}")
+
+
+def _require_open_task(session: Session, task_id: str, prompt_id: str, keys: Iterable[str]) -> None:
+    task = session.get(AnnotationTask, task_id)
+    if task is None or task.prompt_id != prompt_id:
+        raise UnknownTask(f"prompt {prompt_id}: no task {task_id!r}")
+    if task.status != "open":
+        raise TaskClosed(f"task {task_id!r} is {task.status}: it takes no new annotations")
+    outside = [k for k in keys if k not in task.response_keys]
+    if outside:
+        raise InvalidRecord(f"result: response {outside[0]!r} is not part of task {task_id!r}")

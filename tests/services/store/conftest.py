@@ -1,0 +1,92 @@
+"""Store fixtures: every test that takes `db_url` or `engine` runs twice, on a SQLite file and on PostgreSQL.
+
+PostgreSQL is the server every dev and CI machine here runs (127.0.0.1:5432, user postgres, database
+`test`; override with CHEEMS_TEST_POSTGRES_URL). Each test gets a fresh schema, chosen through the
+URL's `options=-csearch_path=...`, dropped afterwards. An unreachable server fails these tests; it
+never skips them.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, create_engine, func, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import NullPool
+
+from services.store import repository as repo
+from services.store.db import StoreConfig, create_engine_for, session_scope
+from services.store.migrate import upgrade
+from services.store.models import Base
+
+PG_URL = os.environ.get("CHEEMS_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+PROMPT = "请用一句话解释什么是奖励模型。"
+RESPONSES = [
+    ("r1", "奖励模型给回答打分，分数越高越符合人类偏好。"),
+    ("r2", "奖励模型是一种强化学习算法。"),
+    ("r3", "不知道。"),
+]
+CATEGORY = ["知识问答", "人工智能"]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database: a SQLite file, or a fresh schema on the PostgreSQL server."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'cheems.db'}"
+    else:
+        yield from _postgres_schema()
+
+
+def _postgres_schema() -> Iterator[str]:
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    admin = create_engine(PG_URL, poolclass=NullPool, connect_args={"connect_timeout": 5})
+    try:
+        with admin.begin() as connection:
+            connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    except OperationalError as exc:
+        admin.dispose()
+        pytest.fail(f"PostgreSQL is not reachable at {PG_URL} (it runs on every dev and CI machine): {exc}")
+    try:
+        url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    """An engine on a database migrated to the newest revision."""
+    upgrade(db_url)
+    engine = create_engine_for(StoreConfig(db_url))
+    yield engine
+    engine.dispose()  # before the schema is dropped: open connections would block DROP SCHEMA
+
+
+@pytest.fixture
+def prompt_id(engine: Engine) -> str:
+    """A stored Chinese prompt with responses r1, r2, r3."""
+    with session_scope(engine) as session:
+        pid, created = repo.add_sample(session, PROMPT, RESPONSES, CATEGORY, source="测试")
+    assert created
+    return pid
+
+
+@pytest.fixture
+def rows(engine: Engine) -> Callable[[], dict[str, int]]:
+    """rows() -> {table: number of rows}, for checking that nothing was stored."""
+
+    def count() -> dict[str, int]:
+        with engine.connect() as connection:
+            return {
+                t.name: connection.scalar(select(func.count()).select_from(t)) or 0 for t in Base.metadata.sorted_tables
+            }
+
+    return count

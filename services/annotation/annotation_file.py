@@ -44,12 +44,14 @@ def parse_annotated(obj: dict[str, Any], path: str | Path, line: int) -> Annotat
     annotations = require(obj, "annotations", list, path, line)
     relations: list[Relation] = []
     for i, anno in enumerate(annotations):
-        relations += _relations(anno, ids, path, line, f"annotations[{i}]")
+        relations += relations_of(anno, ids, path, line, f"annotations[{i}]")
     kept = [r for r in relations if r.better not in discarded and r.worse not in discarded]
     return AnnotatedPrompt(text, responses, tuple(category), len(annotations), tuple(kept), frozenset(discarded), line)
 
 
-def _relations(anno: Any, ids: set[str], path: str | Path, line: int, where: str) -> list[Relation]:
+def relations_of(anno: Any, ids: set[str], path: str | Path, line: int, where: str) -> list[Relation]:
+    """The pairwise relations of one annotation record; FormatError for unknown ids or a malformed record."""
+
     def known(rid: Any) -> str:
         if not isinstance(rid, str) or rid not in ids:
             raise FormatError(path, line, f"unknown response id {rid!r}", field=where)

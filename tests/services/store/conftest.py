@@ -9,19 +9,13 @@ never skips them.
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
-from sqlalchemy import Engine, create_engine, func, select, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.pool import NullPool
+from sqlalchemy import Engine, func, select
 
 from services.store import repository as repo
-from services.store.db import StoreConfig, create_engine_for, session_scope
-from services.store.migrate import upgrade
+from services.store.db import session_scope
 from services.store.models import Base
 
 PG_URL = os.environ.get("CHEEMS_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -32,42 +26,6 @@ RESPONSES = [
     ("r3", "不知道。"),
 ]
 CATEGORY = ["知识问答", "人工智能"]
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty database: a SQLite file, or a fresh schema on the PostgreSQL server."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'cheems.db'}"
-    else:
-        yield from _postgres_schema()
-
-
-def _postgres_schema() -> Iterator[str]:
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    admin = create_engine(PG_URL, poolclass=NullPool, connect_args={"connect_timeout": 5})
-    try:
-        with admin.begin() as connection:
-            connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    except OperationalError as exc:
-        admin.dispose()
-        pytest.fail(f"PostgreSQL is not reachable at {PG_URL} (it runs on every dev and CI machine): {exc}")
-    try:
-        url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
-
-
-@pytest.fixture
-def engine(db_url: str) -> Iterator[Engine]:
-    """An engine on a database migrated to the newest revision."""
-    upgrade(db_url)
-    engine = create_engine_for(StoreConfig(db_url))
-    yield engine
-    engine.dispose()  # before the schema is dropped: open connections would block DROP SCHEMA
 
 
 @pytest.fixture

@@ -1,0 +1,122 @@
+"""gRPC adapter of `cheems.v1.AnnotationService`: decode, call `AnnotationService`, encode.
+
+Bad input gets a status and stores nothing: unknown prompt -> NOT_FOUND; unknown response or task
+ids, a malformed order or verdict -> INVALID_ARGUMENT; a completed task, or an annotation id reused
+with other content -> FAILED_PRECONDITION.
+
+    server, port = create_server(engine, "127.0.0.1:0"); server.start()
+"""
+
+from __future__ import annotations
+
+from concurrent import futures
+from typing import Any
+
+import grpc
+from sqlalchemy.engine import Engine
+
+from cheems.v1 import annotation_pb2, annotation_pb2_grpc, common_pb2
+from services.annotation.service import AnnotationService
+from services.store.errors import (
+    Conflict,
+    InvalidRecord,
+    StoreError,
+    TaskClosed,
+    UnknownPrompt,
+    UnknownResponse,
+    UnknownTask,
+)
+
+STATUS: list[tuple[type[Exception] | tuple[type[Exception], ...], grpc.StatusCode]] = [
+    (UnknownPrompt, grpc.StatusCode.NOT_FOUND),
+    ((UnknownResponse, UnknownTask, InvalidRecord), grpc.StatusCode.INVALID_ARGUMENT),
+    ((TaskClosed, Conflict), grpc.StatusCode.FAILED_PRECONDITION),
+    (StoreError, grpc.StatusCode.INTERNAL),
+]
+KINDS = {annotation_pb2.ANNOTATOR_KIND_HUMAN: "human", annotation_pb2.ANNOTATOR_KIND_AI: "ai"}
+
+
+def result_of(annotation: annotation_pb2.Annotation) -> dict[str, Any]:
+    """The stored form of a pairwise verdict or an ordering with ties."""
+    which = annotation.WhichOneof("result")
+    if which == "order":
+        return {"order": [list(g.ids) for g in annotation.order.groups]}
+    if which == "pair":
+        pair = annotation.pair
+        if pair.verdict == annotation_pb2.VERDICT_A_BETTER:
+            return {"better": pair.a, "worse": pair.b}
+        if pair.verdict == annotation_pb2.VERDICT_B_BETTER:
+            return {"better": pair.b, "worse": pair.a}
+        if pair.verdict == annotation_pb2.VERDICT_TIE:
+            return {"equal": [pair.a, pair.b]}
+        raise InvalidRecord("pair.verdict is unspecified")
+    raise InvalidRecord("annotation needs a result: pair or order")
+
+
+class AnnotationServicer(annotation_pb2_grpc.AnnotationServiceServicer):
+    def __init__(self, service: AnnotationService) -> None:
+        self.service = service
+
+    def _run(self, context: grpc.ServicerContext, work: Any) -> Any:
+        try:
+            return work()
+        except StoreError as e:
+            code = next(c for kind, c in STATUS if isinstance(e, kind))
+            context.abort(code, str(e))
+
+    def CreateTasks(self, request: Any, context: grpc.ServicerContext) -> Any:
+        def work() -> Any:
+            tasks = self.service.create_tasks(request.prompt_id, request.group_size or 3)
+            return annotation_pb2.CreateTasksResponse(
+                tasks=[
+                    annotation_pb2.AnnotationTask(task_id=t, prompt_id=request.prompt_id, response_ids=keys)
+                    for t, keys in tasks
+                ]
+            )
+
+        return self._run(context, work)
+
+    def SubmitAnnotation(self, request: Any, context: grpc.ServicerContext) -> Any:
+        def work() -> Any:
+            if not request.annotation_id or not request.annotator:
+                raise InvalidRecord("annotation_id and annotator are required")
+            kind = KINDS.get(request.kind)
+            if kind is None:
+                raise InvalidRecord("kind must be ANNOTATOR_KIND_HUMAN or ANNOTATOR_KIND_AI")
+            created = self.service.submit(
+                request.annotation_id,
+                request.prompt_id,
+                request.annotator,
+                kind,
+                result_of(request),
+                list(request.discarded),
+                request.task_id or None,
+            )
+            return annotation_pb2.SubmitAnnotationResponse(created=created)
+
+        return self._run(context, work)
+
+    def Resolve(self, request: Any, context: grpc.ServicerContext) -> Any:
+        def work() -> Any:
+            resolved = self.service.resolve(request.prompt_id)
+            ranking = common_pb2.Ranking(prompt_id=request.prompt_id, rank=resolved.rank)
+            return annotation_pb2.ResolveResponse(
+                ranking=ranking, conflicts=resolved.conflicts, merged_nodes=resolved.merged_nodes
+            )
+
+        return self._run(context, work)
+
+    def GetRanking(self, request: Any, context: grpc.ServicerContext) -> Any:
+        def work() -> Any:
+            resolved = self.service.ranking(request.prompt_id)
+            if resolved is None:
+                raise UnknownPrompt(f"prompt {request.prompt_id!r} has no ranking yet: call Resolve")
+            return common_pb2.Ranking(prompt_id=request.prompt_id, rank=resolved.rank)
+
+        return self._run(context, work)
+
+
+def create_server(engine: Engine, address: str, workers: int = 8) -> tuple[grpc.Server, int]:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
+    annotation_pb2_grpc.add_AnnotationServiceServicer_to_server(AnnotationServicer(AnnotationService(engine)), server)
+    return server, server.add_insecure_port(address)

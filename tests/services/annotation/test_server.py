@@ -1,0 +1,155 @@
+"""gRPC AnnotationService over a real server, on SQLite and PostgreSQL: tasks, annotations, resolve, errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+from sqlalchemy import Engine, func, select
+
+from cheems.v1 import annotation_pb2 as pb
+from cheems.v1 import annotation_pb2_grpc
+from services.annotation.server import create_server
+from services.store import repository
+from services.store.db import session_scope
+from services.store.models import Annotation, Ranking
+
+RESPONSES = [(f"r{i}", f"第{i}个回答") for i in range(1, 6)]
+
+
+@pytest.fixture
+def stub(engine: Engine) -> Iterator[Any]:
+    server, port = create_server(engine, "127.0.0.1:0")
+    server.start()
+    yield annotation_pb2_grpc.AnnotationServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+    server.stop(0)
+
+
+@pytest.fixture
+def prompt(engine: Engine) -> str:
+    with session_scope(engine) as session:
+        pid, _ = repository.add_sample(session, "比较这五个回答", RESPONSES, ["推理"])
+    return pid
+
+
+def order(*groups: list[str]) -> pb.OrderResult:
+    return pb.OrderResult(groups=[pb.TieGroup(ids=g) for g in groups])
+
+
+def count(engine: Engine, model: Any) -> int:
+    with session_scope(engine) as session:
+        return int(session.scalar(select(func.count()).select_from(model)) or 0)
+
+
+def status(call: Any) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.RpcError) as info:
+        call()
+    return info.value.code(), info.value.details()
+
+
+def test_triple_protocol_resolve_and_fetch(stub: Any, prompt: str, engine: Engine) -> None:
+    tasks = stub.CreateTasks(pb.CreateTasksRequest(prompt_id=prompt, group_size=3), timeout=10).tasks
+    assert [list(t.response_ids) for t in tasks] == [
+        ["r1", "r2", "r3"],
+        ["r2", "r3", "r4"],
+        ["r3", "r4", "r5"],
+        ["r4", "r5", "r1"],
+        ["r5", "r1", "r2"],
+    ]
+    truth = {"r1": 1, "r2": 2, "r3": 3, "r4": 4, "r5": 5}
+    for n, task in enumerate(tasks):
+        ranked = sorted(task.response_ids, key=truth.__getitem__)
+        request = pb.Annotation(
+            annotation_id=f"a{n}",
+            prompt_id=prompt,
+            task_id=task.task_id,
+            annotator="张三",
+            kind=pb.ANNOTATOR_KIND_HUMAN,
+            order=order(*[[k] for k in ranked]),
+        )
+        assert stub.SubmitAnnotation(request, timeout=10).created
+    resolved = stub.Resolve(pb.ResolveRequest(prompt_id=prompt), timeout=10)
+    assert dict(resolved.ranking.rank) == truth and resolved.conflicts == 0
+    assert dict(stub.GetRanking(pb.GetRankingRequest(prompt_id=prompt), timeout=10).rank) == truth
+
+
+def test_ai_pairs_with_a_conflict_are_merged(stub: Any, prompt: str) -> None:
+    verdicts = [
+        ("r1", "r2", pb.VERDICT_A_BETTER),
+        ("r2", "r3", pb.VERDICT_A_BETTER),
+        ("r1", "r3", pb.VERDICT_B_BETTER),
+        ("r4", "r5", pb.VERDICT_TIE),
+    ]
+    for n, (a, b, verdict) in enumerate(verdicts):
+        request = pb.Annotation(
+            annotation_id=f"ai{n}",
+            prompt_id=prompt,
+            annotator="judge",
+            kind=pb.ANNOTATOR_KIND_AI,
+            pair=pb.PairResult(a=a, b=b, verdict=verdict),
+        )
+        stub.SubmitAnnotation(request, timeout=10)
+    resolved = stub.Resolve(pb.ResolveRequest(prompt_id=prompt), timeout=10)
+    rank = dict(resolved.ranking.rank)
+    assert rank["r1"] == rank["r2"] == rank["r3"] and rank["r4"] == rank["r5"]
+    assert resolved.conflicts == 3 and resolved.merged_nodes == 2
+
+
+def test_resubmitting_is_idempotent(stub: Any, prompt: str, engine: Engine) -> None:
+    request = pb.Annotation(
+        annotation_id="same",
+        prompt_id=prompt,
+        annotator="李四",
+        kind=pb.ANNOTATOR_KIND_HUMAN,
+        pair=pb.PairResult(a="r1", b="r2", verdict=pb.VERDICT_A_BETTER),
+    )
+    assert stub.SubmitAnnotation(request, timeout=10).created
+    assert not stub.SubmitAnnotation(request, timeout=10).created
+    assert count(engine, Annotation) == 1
+
+
+def test_bad_input_gets_a_status_and_stores_nothing(stub: Any, prompt: str, engine: Engine) -> None:
+    def submit(**fields: Any) -> tuple[grpc.StatusCode, str]:
+        base: dict[str, Any] = {
+            "annotation_id": "x",
+            "prompt_id": prompt,
+            "annotator": "王五",
+            "kind": pb.ANNOTATOR_KIND_HUMAN,
+        }
+        return status(lambda: stub.SubmitAnnotation(pb.Annotation(**{**base, **fields}), timeout=10))
+
+    assert submit(pair=pb.PairResult(a="r1", b="r9", verdict=pb.VERDICT_A_BETTER)) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "unknown response id 'r9'",
+    )
+    assert submit(order=order(["r1"], ["r2", "r1"]))[0] == grpc.StatusCode.INVALID_ARGUMENT  # malformed order
+    assert submit(pair=pb.PairResult(a="r1", b="r2"))[0] == grpc.StatusCode.INVALID_ARGUMENT  # no verdict
+    assert submit(kind=pb.ANNOTATOR_KIND_UNSPECIFIED, pair=pb.PairResult(a="r1", b="r2", verdict=1))[0] == (
+        grpc.StatusCode.INVALID_ARGUMENT
+    )
+    assert submit(prompt_id="nope", pair=pb.PairResult(a="r1", b="r2", verdict=1))[0] == grpc.StatusCode.NOT_FOUND
+    assert count(engine, Annotation) == 0
+    [task, *_] = stub.CreateTasks(pb.CreateTasksRequest(prompt_id=prompt), timeout=10).tasks
+    done = order(*[[k] for k in task.response_ids])
+    stub.SubmitAnnotation(
+        pb.Annotation(
+            annotation_id="t1",
+            prompt_id=prompt,
+            task_id=task.task_id,
+            annotator="王五",
+            kind=pb.ANNOTATOR_KIND_HUMAN,
+            order=done,
+        ),
+        timeout=10,
+    )
+    code, _ = submit(annotation_id="t2", task_id=task.task_id, order=done)
+    assert code == grpc.StatusCode.FAILED_PRECONDITION  # the task is completed
+    code, _ = submit(annotation_id="t1", pair=pb.PairResult(a="r1", b="r2", verdict=pb.VERDICT_TIE))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION  # the idempotency key reused with other content
+    assert count(engine, Annotation) == 1
+    assert status(lambda: stub.GetRanking(pb.GetRankingRequest(prompt_id=prompt), timeout=10))[0] == (
+        grpc.StatusCode.NOT_FOUND
+    )
+    assert count(engine, Ranking) == 0

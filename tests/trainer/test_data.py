@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from cheems.bench import ranked_pairs
 from cheems.chat import Conversation, encode
 from cheems.responses import Response, content_id
-from cheems.bench import ranked_pairs
 from trainer.data import (
     Dataset,
     LengthPolicy,

@@ -106,6 +106,15 @@ class AnnotationServicer(annotation_pb2_grpc.AnnotationServiceServicer):
 
         return self._run(context, work)
 
+    def Export(self, request: Any, context: grpc.ServicerContext) -> Any:
+        def work() -> Any:
+            if not request.path:
+                raise InvalidRecord("path is required")
+            records, digest = self.service.export(request.kind, request.path, request.debias)
+            return annotation_pb2.ExportResponse(records=records, sha256=digest)
+
+        return self._run(context, work)
+
     def GetRanking(self, request: Any, context: grpc.ServicerContext) -> Any:
         def work() -> Any:
             resolved = self.service.ranking(request.prompt_id)

@@ -6,19 +6,27 @@ decodes requests, calls these methods and maps errors to statuses.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from cheems.bench import BenchItem, write_bench
 from cheems.errors import FormatError
+from cheems.preference import write_preference
+from cheems.responses import Response
 from services.annotation.annotation_file import relations_of
+from services.annotation.export import preference_items
 from services.annotation.protocol import triple_tasks
 from services.annotation.resolve import Relation, Resolution, resolve
 from services.store import repository
 from services.store.db import session_scope
 from services.store.errors import InvalidRecord, UnknownPrompt
+from services.store.models import Prompt, Ranking
 
 
 @dataclass(frozen=True)
@@ -26,6 +34,18 @@ class Resolved:
     rank: dict[str, int]
     conflicts: int
     merged_nodes: int
+
+
+def repository_rankings(session: Session) -> list[tuple[Prompt, dict[str, int]]]:
+    """Every prompt with a stored ranking, in prompt-id order (deterministic exports)."""
+    rows = session.execute(
+        select(Prompt, Ranking.rank).join(Ranking, Ranking.prompt_id == Prompt.id).order_by(Prompt.id)
+    )
+    return [(prompt, {k: int(v) for k, v in rank.items()}) for prompt, rank in rows]
+
+
+def responses_for_ranked(session: Session, prompt_id: str, rank: dict[str, int]) -> list[tuple[str, str]]:
+    return [(k, c) for k, c in repository.responses_for(session, prompt_id).items() if k in rank]
 
 
 def known_keys(session: Session, prompt_id: str) -> set[str]:
@@ -90,6 +110,31 @@ class AnnotationService:
             result: Resolution = resolve(kept)
             repository.save_ranking(session, prompt_id, result.rank, result.conflicts, result.merged_nodes)
             return Resolved(result.rank, result.conflicts, result.merged_nodes)
+
+    def export(self, kind: str, path: str, debias: bool = False, seed: int = 0) -> tuple[int, str]:
+        """Write every resolved prompt (bench or preference layout) atomically; returns (records, sha256)."""
+        if kind not in ("bench", "preference"):
+            raise InvalidRecord(f"kind must be bench or preference, got {kind!r}")
+        with session_scope(self.engine) as session:
+            items = [
+                BenchItem(
+                    p.text,
+                    tuple(Response(k, c) for k, c in responses_for_ranked(session, p.id, rank)),
+                    rank,
+                    tuple(p.category),
+                    {"sys_prompt": p.system_prompt} if p.system_prompt else {},
+                )
+                for p, rank in repository_rankings(session)
+            ]
+            items = [i for i in items if len(set(i.rank.values())) >= 2]
+            if kind == "bench":
+                records = write_bench(path, items)
+            else:
+                preference, _ = preference_items(items, debias, seed)
+                records = write_preference(path, preference)
+            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            repository.record_export(session, kind, path, records, digest)
+            return records, digest
 
     def ranking(self, prompt_id: str) -> Resolved | None:
         with session_scope(self.engine) as session:

@@ -153,3 +153,34 @@ def test_bad_input_gets_a_status_and_stores_nothing(stub: Any, prompt: str, engi
         grpc.StatusCode.NOT_FOUND
     )
     assert count(engine, Ranking) == 0
+
+
+def test_export_writes_files_the_evaluator_and_trainer_read(stub: Any, prompt: str, engine: Engine, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from cheems.bench import read_bench
+    from services.store.models import Export
+    from trainer.data import read_groups
+
+    for n, (a, b) in enumerate([("r1", "r2"), ("r2", "r3"), ("r3", "r4")]):
+        stub.SubmitAnnotation(
+            pb.Annotation(
+                annotation_id=f"e{n}",
+                prompt_id=prompt,
+                annotator="赵六",
+                kind=pb.ANNOTATOR_KIND_HUMAN,
+                pair=pb.PairResult(a=a, b=b, verdict=pb.VERDICT_A_BETTER),
+            ),
+            timeout=10,
+        )
+    stub.Resolve(pb.ResolveRequest(prompt_id=prompt), timeout=10)
+    bench = stub.Export(pb.ExportRequest(kind="bench", path=str(tmp_path / "b.jsonl")), timeout=10)
+    [item] = read_bench(tmp_path / "b.jsonl")
+    assert bench.records == 1 and dict(item.rank) == {"r1": 1, "r2": 2, "r3": 3, "r4": 4}
+    preference = stub.Export(pb.ExportRequest(kind="preference", path=str(tmp_path / "p.jsonl")), timeout=10)
+    [group] = read_groups(tmp_path / "p.jsonl")
+    assert preference.records == 1 and len(group.pairs) == 6 and len(preference.sha256) == 64
+    again = stub.Export(pb.ExportRequest(kind="bench", path=str(tmp_path / "b2.jsonl")), timeout=10)
+    assert again.sha256 == bench.sha256  # deterministic
+    assert count(engine, Export) == 3
+    assert status(lambda: stub.Export(pb.ExportRequest(kind="csv", path=str(tmp_path / "x")), timeout=10))[0] == (
+        grpc.StatusCode.INVALID_ARGUMENT
+    )

@@ -98,6 +98,33 @@ class OpenAICompatibleBackend:
         raise AssertionError("unreachable")
 
 
+class TransformersBackend:
+    """A local generative judge: any causal LM checkpoint (safetensors), greedy decoding, one prompt at a time."""
+
+    def __init__(self, model_dir: str, max_new_tokens: int = 8, device: str = "cpu") -> None:
+        import threading
+
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir, use_safetensors=True).to(device).eval()
+        self.device, self.max_new_tokens = device, max_new_tokens
+        self._lock = threading.Lock()  # generate() is not meant for concurrent calls on one model
+
+    def complete(self, prompt: str) -> str:
+        import torch
+
+        messages = [{"role": "user", "content": prompt}]
+        ids = self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )["input_ids"].to(self.device)
+        with self._lock, torch.no_grad():
+            out = self.model.generate(
+                ids, max_new_tokens=self.max_new_tokens, do_sample=False, pad_token_id=self.tokenizer.pad_token_id
+            )
+        return str(self.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True))
+
+
 @dataclass(frozen=True)
 class JudgeConfig:
     retries: int = 2  # extra asks when the answer cannot be parsed

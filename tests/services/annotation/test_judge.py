@@ -7,6 +7,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -157,3 +158,35 @@ def test_bias_statistics() -> None:
     assert (stats.judged, stats.errors, stats.ties) == (5, 1, 1)
     assert stats.position_a == pytest.approx(2 / 3)  # A won 2 of 3 decisive verdicts
     assert stats.longer == 1.0  # both decisive verdicts between unequal lengths chose the longer
+
+
+def test_local_transformers_judge_runs_and_never_guesses(tmp_path: Path) -> None:
+    """A tiny random causal LM answers gibberish: every pair must become an error, never a preference."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from services.annotation.judge import TransformersBackend
+    from trainer.tiny import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(0)
+    Qwen2ForCausalLM(config).save_pretrained(tmp_path / "lm")
+    tokenizer.save_pretrained(tmp_path / "lm")
+    backend = TransformersBackend(str(tmp_path / "lm"), max_new_tokens=4)
+    answer = backend.complete(judge_prompt("问题", "甲", "乙"))
+    assert isinstance(answer, str)
+    judgments = judge_responses("问题", RESPONSES[:3], backend, JudgeConfig(retries=0, concurrency=2))
+    assert len(judgments) == 3
+    for j in judgments:  # a verdict only when the gibberish happened to parse; otherwise a recorded error
+        assert (j.verdict is None) == bool(j.error)
+        assert j.verdict is not None or "unparseable" in j.error

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import combinations
-from typing import Protocol
+from typing import Any, Protocol
 
 from cheems.errors import CheemsError
 from services.annotation.judge_prompt import judge_prompt
@@ -106,8 +106,9 @@ class TransformersBackend:
 
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        self.model = AutoModelForCausalLM.from_pretrained(model_dir, use_safetensors=True).to(device).eval()
+        self.tokenizer: Any = AutoTokenizer.from_pretrained(model_dir)
+        model: Any = AutoModelForCausalLM.from_pretrained(model_dir, use_safetensors=True)
+        self.model = model.to(device).eval()
         self.device, self.max_new_tokens = device, max_new_tokens
         self._lock = threading.Lock()  # generate() is not meant for concurrent calls on one model
 
@@ -115,9 +116,10 @@ class TransformersBackend:
         import torch
 
         messages = [{"role": "user", "content": prompt}]
-        ids = self.tokenizer.apply_chat_template(
+        encoded: Any = self.tokenizer.apply_chat_template(
             messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )["input_ids"].to(self.device)
+        )
+        ids = encoded["input_ids"].to(self.device)
         with self._lock, torch.no_grad():
             out = self.model.generate(
                 ids, max_new_tokens=self.max_new_tokens, do_sample=False, pad_token_id=self.tokenizer.pad_token_id

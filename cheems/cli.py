@@ -141,8 +141,11 @@ def annotate_simulate(
 def annotate_judge(
     bench: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Prompts with responses (bench layout).")],
     out: Annotated[Path, typer.Option(help="AI verdicts (cheems resolve input) to write.")],
-    base_url: Annotated[str, typer.Option(envvar="CHEEMS_JUDGE_BASE_URL", help="OpenAI-compatible API, e.g. .../v1")],
-    model: Annotated[str, typer.Option(envvar="CHEEMS_JUDGE_MODEL")],
+    base_url: Annotated[
+        str, typer.Option(envvar="CHEEMS_JUDGE_BASE_URL", help="OpenAI-compatible API, e.g. .../v1")
+    ] = "",
+    model: Annotated[str, typer.Option(envvar="CHEEMS_JUDGE_MODEL", help="Model name at that API.")] = "",
+    local_model: Annotated[str, typer.Option(help="Or: a local causal-LM checkpoint run with transformers.")] = "",
     api_key: Annotated[str, typer.Option(envvar="CHEEMS_JUDGE_API_KEY")] = "",
     both_orders: Annotated[bool, typer.Option(help="Judge both A/B orders; keep consistent verdicts.")] = False,
     concurrency: Annotated[int, typer.Option(min=1)] = 8,
@@ -151,9 +154,13 @@ def annotate_judge(
 ) -> None:
     """Judge every pair of responses with an LLM (the paper's template); print position/length bias."""
     from services.annotation.commands import dump, judge
-    from services.annotation.judge import JudgeConfig, OpenAICompatibleBackend
+    from services.annotation.judge import JudgeConfig, OpenAICompatibleBackend, TransformersBackend
 
-    backend = OpenAICompatibleBackend(base_url, model, api_key, timeout)
+    if bool(local_model) == bool(base_url and model):
+        raise typer.BadParameter("give --base-url with --model, or --local-model")
+    backend: Any = (
+        TransformersBackend(local_model) if local_model else OpenAICompatibleBackend(base_url, model, api_key, timeout)
+    )
     typer.echo(
         dump(judge(bench, out, backend, JudgeConfig(both_orders=both_orders, concurrency=concurrency, seed=seed)))
     )

@@ -45,14 +45,11 @@ def build_tokenizer() -> Any:
     return tokenizer
 
 
-def build_model(tokenizer: Any, hidden_size: int = 64, layers: int = 2, seed: int = 0) -> Any:
-    """A randomly initialised Qwen2ForSequenceClassification (num_labels=1) sized for CPU."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForSequenceClassification
+def tiny_config(tokenizer: Any, hidden_size: int = 64, layers: int = 2, **extra: Any) -> Any:
+    """A small Qwen2 config over the real vocabulary (hidden_size a multiple of 4)."""
+    from transformers import Qwen2Config
 
-    from trainer.model import init_head
-
-    config = Qwen2Config(  # type: ignore[call-arg]  # num_labels and friends are PretrainedConfig kwargs
+    return Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
         intermediate_size=hidden_size * 2,
@@ -60,11 +57,21 @@ def build_model(tokenizer: Any, hidden_size: int = 64, layers: int = 2, seed: in
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=4096,
-        num_labels=1,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         tie_word_embeddings=False,
+        **extra,
     )
+
+
+def build_model(tokenizer: Any, hidden_size: int = 64, layers: int = 2, seed: int = 0) -> Any:
+    """A randomly initialised Qwen2ForSequenceClassification (num_labels=1) sized for CPU."""
+    import torch
+    from transformers import Qwen2ForSequenceClassification
+
+    from trainer.model import init_head
+
+    config = tiny_config(tokenizer, hidden_size, layers, num_labels=1)
     torch.manual_seed(seed)
     model = Qwen2ForSequenceClassification(config)
     init_head(model, seed)

@@ -10,7 +10,7 @@ from safetensors.torch import load_file, save_file
 
 from cheems.chat import Conversation, encode
 from trainer.model import ModelError, convert_v_head, head_of, init_head, load_model, rewards
-from trainer.tiny import build_model, build_tokenizer
+from trainer.tiny import build_model, build_tokenizer, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -37,17 +37,9 @@ def test_pickled_checkpoints_are_refused(tmp_path: Path) -> None:
 
 def official_checkpoint(tokenizer, directory: Path, with_v_head: bool = True) -> torch.Tensor:  # type: ignore[no-untyped-def]
     """A CheemsRM-style checkpoint: a causal LM's weights plus v_head.weight, in safetensors."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2ForCausalLM
 
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    config = tiny_config(tokenizer, hidden_size=32, layers=1)
     torch.manual_seed(0)
     Qwen2ForCausalLM(config).save_pretrained(directory, safe_serialization=True)
     tokenizer.save_pretrained(directory)

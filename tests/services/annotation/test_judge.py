@@ -163,22 +163,13 @@ def test_bias_statistics() -> None:
 def test_local_transformers_judge_runs_and_never_guesses(tmp_path: Path) -> None:
     """A tiny random causal LM answers gibberish: every pair must become an error, never a preference."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2ForCausalLM
 
     from services.annotation.judge import TransformersBackend
-    from trainer.tiny import build_tokenizer
+    from trainer.tiny import build_tokenizer, tiny_config
 
     tokenizer = build_tokenizer()
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
+    config = tiny_config(tokenizer, hidden_size=32, layers=1)
     torch.manual_seed(0)
     Qwen2ForCausalLM(config).save_pretrained(tmp_path / "lm")
     tokenizer.save_pretrained(tmp_path / "lm")

@@ -228,6 +228,28 @@ def rewards_command(
     typer.echo(f"wrote {write_bench_rewards(bench, out, model, model_url, token)} rewards to {out}")
 
 
+dev = typer.Typer(help="Local development helpers.", no_args_is_help=True)
+app.add_typer(dev, name="dev")
+
+
+@dev.command("broker")
+@clear_errors
+def dev_broker(
+    port: Annotated[int, typer.Option(help="Port to listen on (0 = any free port).")] = 9092,
+    partitions: Annotated[int, typer.Option(min=1)] = 3,
+) -> None:
+    """Run the embedded Kafka-compatible broker (Tansu, memory storage) with the cheems topics, until Ctrl-C."""
+    import signal
+
+    from services.bus import topics
+    from services.bus.broker import EmbeddedBroker
+
+    with EmbeddedBroker(port) as broker:
+        broker.create_topics([*topics.ALL, *(topics.dead_letter(t) for t in topics.ALL)], partitions)
+        typer.echo(f"broker at {broker.bootstrap} with topics: {', '.join(topics.ALL)}")
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+
+
 @app.command("init-model")
 @clear_errors
 def init_model_command(

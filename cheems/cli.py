@@ -228,6 +228,36 @@ def rewards_command(
     typer.echo(f"wrote {write_bench_rewards(bench, out, model, model_url, token)} rewards to {out}")
 
 
+@app.command("ingest")
+@clear_errors
+def ingest_command(
+    file: Annotated[
+        Path, typer.Argument(exists=True, dir_okay=False, help="CheemsBench, CheemsPreference or raw jsonl.")
+    ],
+    db: Annotated[str, typer.Option(envvar="CHEEMS_DATABASE_URL", help="SQLAlchemy URL.")] = "sqlite:///cheems.db",
+    bootstrap: Annotated[str, typer.Option(envvar="CHEEMS_KAFKA_BOOTSTRAP", help="Publish sample events here.")] = "",
+) -> None:
+    """Store prompts with responses (deduplicated); report rejected records with their line numbers."""
+    from services.bus.client import Publisher
+    from services.ingestion.records import parse_lines
+    from services.ingestion.service import IngestionService
+    from services.store.db import StoreConfig, create_engine_for
+    from services.store.migrate import upgrade
+
+    upgrade(db)
+    parsed = parse_lines(file.read_text(encoding="utf-8").splitlines(), file)
+    publisher = Publisher(bootstrap) if bootstrap else None
+    summary = IngestionService(create_engine_for(StoreConfig(db)), publisher, source=file.name).ingest(
+        parsed.samples, parsed.errors
+    )
+    for error in summary.errors:
+        typer.echo(f"{file}:{error.line}: {error.field + ': ' if error.field else ''}{error.message}", err=True)
+    typer.echo(
+        f"received {summary.received}  stored {summary.stored}  duplicates {summary.duplicates}  "
+        f"rejected {summary.rejected}"
+    )
+
+
 dev = typer.Typer(help="Local development helpers.", no_args_is_help=True)
 app.add_typer(dev, name="dev")
 

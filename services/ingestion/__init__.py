@@ -1,0 +1,6 @@
+"""Sample ingestion: prompts with responses enter the system (gRPC `IngestionService`, `cheems ingest`).
+
+`records` (jsonl lines of the CheemsBench, CheemsPreference and raw layouts -> samples, with
+per-record errors), `service` (store each valid sample in its own transaction, dedupe by content
+hash, publish a `cheems.samples.v1` event per new prompt), `server` (the gRPC adapter).
+"""

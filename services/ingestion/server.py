@@ -1,0 +1,67 @@
+"""gRPC adapter of `cheems.v1.IngestionService`: a client stream of records in, one summary out.
+
+Each streamed record is validated on its own: bad ones are reported with their line numbers in the
+summary (the call itself succeeds), good ones are stored. GetSample of an unknown id is NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent import futures
+from typing import Any
+
+import grpc
+from google.protobuf.json_format import MessageToDict
+
+from cheems.errors import FormatError
+from cheems.v1 import common_pb2, ingestion_pb2, ingestion_pb2_grpc
+from services.ingestion.records import RecordError, SampleRecord, parse_record
+from services.ingestion.service import IngestionService
+
+
+def record_from_proto(record: ingestion_pb2.IngestRecord, index: int) -> SampleRecord:
+    line = record.line or index
+    sample = record.sample
+    raw: dict[str, Any] = {
+        "prompt": sample.prompt,
+        "responses": [MessageToDict(r) for r in sample.responses],
+        "category": list(sample.category),
+    }
+    if sample.system_prompt:
+        raw["sys_prompt"] = sample.system_prompt
+    return parse_record(raw, "stream", line)
+
+
+class IngestionServicer(ingestion_pb2_grpc.IngestionServiceServicer):
+    def __init__(self, service: IngestionService) -> None:
+        self.service = service
+
+    def Ingest(self, request_iterator: Iterator[Any], context: grpc.ServicerContext) -> Any:
+        samples: list[SampleRecord] = []
+        errors: list[RecordError] = []
+        for index, record in enumerate(request_iterator, start=1):
+            try:
+                samples.append(record_from_proto(record, index))
+            except FormatError as e:
+                errors.append(RecordError(record.line or index, e.field or "", e.reason))
+        summary = self.service.ingest(samples, errors)
+        return ingestion_pb2.IngestSummary(
+            received=summary.received,
+            stored=summary.stored,
+            duplicates=summary.duplicates,
+            rejected=summary.rejected,
+            errors=[ingestion_pb2.RecordError(line=e.line, field=e.field, message=e.message) for e in summary.errors],
+        )
+
+    def GetSample(self, request: Any, context: grpc.ServicerContext) -> common_pb2.Sample:
+        sample = self.service.get(request.prompt_id)
+        if sample is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no sample {request.prompt_id!r}")
+            raise AssertionError("abort raises")
+        return sample
+
+
+def create_server(service: IngestionService, address: str, workers: int = 8) -> tuple[grpc.Server, int]:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
+    ingestion_pb2_grpc.add_IngestionServiceServicer_to_server(IngestionServicer(service), server)
+    return server, server.add_insecure_port(address)

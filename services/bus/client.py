@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.message import Message
+from kafka.errors import CommitFailedError
 
 from services.bus.codec import BadMessage, decode, encode
 from services.bus.topics import dead_letter
@@ -23,6 +24,7 @@ from services.bus.topics import dead_letter
 log = logging.getLogger(__name__)
 # Tansu and kafka-python join a group in ~3 s with these instead of ~20 s with the defaults.
 CONSUMER_TIMEOUTS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000, "max_poll_interval_ms": 10000}
+MAX_POLL_RECORDS = 16  # small batches keep each poll well inside max_poll_interval_ms
 Handler = Callable[[str, str, Message], None]  # (topic, key, event)
 
 
@@ -77,7 +79,12 @@ class EventConsumer:
             self._handle(record)
         if records:
             self.dead_letters.flush()
-            self.consumer.commit()
+            try:
+                self.consumer.commit()
+            except (
+                CommitFailedError
+            ) as e:  # a rebalance took our partitions: they are redelivered, sinks are idempotent
+                log.warning("offset commit failed, the batch will be redelivered: %s", e)
         return len(records)
 
     def _handle(self, record: Any) -> None:

@@ -124,3 +124,33 @@ class Export(Base):
     records: Mapped[int]
     sha256: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+RUN_STATES = ("running", "succeeded", "failed")
+
+
+class EvalRun(Base):
+    """A CheemsBench evaluation fed through Kafka: which files, which scorer, and the result when complete."""
+
+    __tablename__ = "eval_runs"
+    __table_args__ = (_one_of("state", RUN_STATES),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    bench_files: Mapped[list[Any]]
+    scorer_url: Mapped[str] = mapped_column(Text)
+    semantics: Mapped[str] = mapped_column(String(16))
+    items_total: Mapped[int]
+    state: Mapped[str] = mapped_column(String(16), default="running")
+    result: Mapped[dict[str, Any] | None]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class EvalScore(Base):
+    """The scores of one benchmark prompt in a run; the primary key makes a redelivered event a no-op."""
+
+    __tablename__ = "eval_scores"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("eval_runs.id"), primary_key=True)
+    item: Mapped[str] = mapped_column(String(KEY), primary_key=True)  # "<subset>:<index>"
+    response_ids: Mapped[list[Any]]
+    scores: Mapped[list[Any]]

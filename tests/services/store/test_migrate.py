@@ -37,7 +37,7 @@ def _differences(engine: Engine) -> list[object]:
 def test_upgrade_is_idempotent_and_reaches_head(db_url: str) -> None:
     upgrade(db_url)
     upgrade(db_url)
-    assert current_revision(db_url) == head_revision() == "0001"
+    assert current_revision(db_url) == head_revision() == "0002"
 
 
 def test_offline_sql_creates_every_table(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:

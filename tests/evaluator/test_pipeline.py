@@ -1,0 +1,194 @@
+"""The streaming evaluator end to end: real broker, real scorer over gRPC, real database, real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, select
+
+from cheems.rewards import write_rewards
+from evaluator.evaluate import evaluate_files, load_subsets
+from evaluator.pipeline import ResultSink, ScoreWorker, run_state, start_run
+from evaluator.report import to_json
+from services.bus import topics
+from services.bus.broker import EmbeddedBroker
+from services.bus.client import Publisher
+from services.scorer.config import ScorerConfig
+from services.scorer.server import ScorerServer
+from services.store.db import StoreConfig, create_engine_for, session_scope
+from services.store.migrate import upgrade
+from services.store.models import EvalScore
+from trainer.tiny import init_tiny_model
+
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
+BENCH = [str(SAMPLE / "open.jsonl"), str(SAMPLE / "human.jsonl")]
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker() as running:
+        running.create_topics([*topics.ALL, *(topics.dead_letter(t) for t in topics.ALL)], partitions=2)
+        yield running
+
+
+@pytest.fixture(scope="module")
+def scorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScorerServer]:
+    model = init_tiny_model(tmp_path_factory.mktemp("m") / "tiny", hidden_size=32)
+    config = ScorerConfig(model=str(model), backend="torch", host="127.0.0.1", grpc_port=0, http_port=-1)
+    with ScorerServer(config) as server:
+        yield server
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> tuple[str, Engine]:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    upgrade(url)
+    return url, create_engine_for(StoreConfig(url))
+
+
+def expected_result(engine: Engine, run_id: str, tmp_path: Path) -> dict:
+    """What `cheems eval` says about the scores the pipeline stored."""
+    subsets = load_subsets(BENCH)
+    with session_scope(engine) as session:
+        rows = {
+            r.item: dict(zip(r.response_ids, r.scores, strict=True))
+            for r in session.scalars(select(EvalScore).where(EvalScore.run_id == run_id))
+        }
+    write_rewards(
+        tmp_path / "rewards.jsonl",
+        [
+            (item.input, rid, rows[f"{name}:{i}"][rid])
+            for name, (_, items) in subsets.items()
+            for i, item in enumerate(items)
+            for rid in rows[f"{name}:{i}"]
+        ],
+    )
+    return to_json(evaluate_files(BENCH, tmp_path / "rewards.jsonl"))
+
+
+def wait_for(predicate, timeout: float = 120.0, step=None, what=lambda: "") -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what()}"
+        if step:
+            step()
+        else:
+            time.sleep(0.2)
+
+
+def test_metrics_through_kafka_equal_cheems_eval(
+    broker: EmbeddedBroker, scorer: ScorerServer, db: tuple[str, Engine], tmp_path: Path
+) -> None:
+    _, engine = db
+    publisher = Publisher(broker.bootstrap)
+    run_id = start_run(engine, publisher, BENCH, f"127.0.0.1:{scorer.grpc_port}")
+    worker = ScoreWorker(broker.bootstrap, f"127.0.0.1:{scorer.grpc_port}")
+    sink = ResultSink(broker.bootstrap, engine)
+
+    def step() -> None:
+        worker.consumer.poll_once(200)
+        sink.consumer.poll_once(200)
+
+    wait_for(lambda: run_state(engine, run_id)[0] == "succeeded", step=step)
+    state, done, total, result = run_state(engine, run_id)
+    assert done == total == 36
+    assert result == expected_result(engine, run_id, tmp_path)
+    worker.close()
+    sink.close()
+    publisher.close()
+
+
+def test_a_killed_evaluator_restarts_and_finishes_without_duplicates(
+    broker: EmbeddedBroker, scorer: ScorerServer, db: tuple[str, Engine], tmp_path: Path
+) -> None:
+    url, engine = db
+    publisher = Publisher(broker.bootstrap)
+    run_id = start_run(engine, publisher, BENCH, f"127.0.0.1:{scorer.grpc_port}")
+    worker = ScoreWorker(broker.bootstrap, f"127.0.0.1:{scorer.grpc_port}")
+    wait_for(
+        lambda: worker.consumer.poll_once(200) == 0 and worker.consumer.stats.handled >= 36,
+        timeout=120,
+        what=lambda: f"the worker ({worker.consumer.stats})",
+    )
+    worker.close()
+
+    def sink(delay: float) -> subprocess.Popen[bytes]:
+        cmd = [
+            sys.executable,
+            "-m",
+            "evaluator.pipeline",
+            "sink",
+            "--bootstrap",
+            broker.bootstrap,
+            "--db",
+            url,
+            "--delay",
+            str(delay),
+        ]
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
+
+    first = sink(0.3)
+    wait_for(
+        lambda: run_state(engine, run_id)[1] >= 3,
+        timeout=120,
+        what=lambda: f"the first sink {run_state(engine, run_id)[:3]}",
+    )
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=30)
+    state, done, total, _ = run_state(engine, run_id)
+    assert state == "running" and 3 <= done < total  # killed mid-run
+
+    second = sink(0.0)
+    try:
+        wait_for(
+            lambda: run_state(engine, run_id)[0] == "succeeded",
+            timeout=180,
+            what=lambda: f"the second sink {run_state(engine, run_id)[:3]}",
+        )
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(timeout=30)
+    state, done, total, result = run_state(engine, run_id)
+    assert done == total == 36  # redelivered scores were no-ops, nothing counted twice
+    assert result == expected_result(engine, run_id, tmp_path)
+    publisher.close()
+
+
+def test_cli_eval_via_kafka_equals_eval_on_a_rewards_file(scorer: ScorerServer, tmp_path: Path) -> None:
+    import json
+
+    url = f"127.0.0.1:{scorer.grpc_port}"
+
+    def cheems(*args: object) -> None:
+        run = subprocess.run(
+            [sys.executable, "-m", "cheems.cli", *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+
+    cheems(
+        "eval",
+        *BENCH,
+        "--via-kafka",
+        "--scorer-url",
+        url,
+        "--db",
+        f"sqlite:///{tmp_path / 'r.db'}",
+        "--json",
+        tmp_path / "kafka.json",
+    )
+    cheems("rewards", *BENCH, "--model-url", url, "--out", tmp_path / "rewards.jsonl")
+    cheems("eval", *BENCH, "--rewards", tmp_path / "rewards.jsonl", "--json", tmp_path / "file.json")
+    via_kafka = json.loads((tmp_path / "kafka.json").read_text())
+    via_file = json.loads((tmp_path / "file.json").read_text())
+    assert via_kafka == via_file

@@ -28,9 +28,9 @@ $(STAMP_PROTO): $(PROTOS) $(STAMP_INSTALL)
 test: setup
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
+# The main job: ingest -> annotate -> resolve -> distant supervision -> train -> serve -> evaluate via Kafka.
 demo: setup
-	$(BIN)/cheems eval data/sample/open.jsonl data/sample/human.jsonl \
-		--rewards data/sample/rewards.jsonl --report out/demo
+	bash scripts/demo.sh
 
 # Regenerates the bundled sample benchmark (seeded; the output is committed).
 sample: setup

@@ -97,7 +97,7 @@ def test_metrics_through_kafka_equal_cheems_eval(
         sink.consumer.poll_once(200)
 
     wait_for(lambda: run_state(engine, run_id)[0] == "succeeded", step=step)
-    state, done, total, result = run_state(engine, run_id)
+    _, done, total, result = run_state(engine, run_id)
     assert done == total == 36
     assert result == expected_result(engine, run_id, tmp_path)
     worker.close()

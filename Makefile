@@ -53,6 +53,7 @@ bench: setup
 	$(BIN)/python bench/sampler_bench.py
 	$(BIN)/python bench/scorer_bench.py
 	$(BIN)/python bench/resolve_bench.py
+	$(BIN)/python bench/pipeline_bench.py
 
 lock: setup
 	{ echo '# Full dependency tree, pinned. Regenerate with `make lock` after changing pyproject.toml.'; \

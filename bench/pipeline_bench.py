@@ -120,18 +120,7 @@ def main() -> None:
         bench = synth_bench(root / "bench.jsonl", args.prompts)
         model = init_tiny_model(root / "tiny")
         base = {"model": str(model), "host": "127.0.0.1", "grpc_port": 0, "http_port": -1, "backend": "torch"}
-        with ScorerServer(ScorerConfig(**base)) as fast:  # type: ignore[arg-type]
-            fast.backend = InstantBackend()  # swap the model out after start-up: the front stays real
-            fast._grpc.stop(0)  # noqa: SLF001 - rebuild the gRPC front on the instant backend
-            from services.scorer.grpc_server import create_server, set_health
-            from services.scorer.metrics import ScorerMetrics
-            from services.scorer.service import Scorer
-            from transformers import AutoTokenizer
-
-            scorer = Scorer(fast.config, fast.backend, AutoTokenizer.from_pretrained(model), ScorerMetrics())
-            fast._grpc, fast.grpc_port, fast._health = create_server(fast.config, scorer, "instant")  # noqa: SLF001
-            fast._grpc.start()  # noqa: SLF001
-            set_health(fast._health, True)  # noqa: SLF001
+        with ScorerServer(ScorerConfig(**base), backend=InstantBackend()) as fast:  # type: ignore[arg-type]
             t_fast = timed_eval(bench, fast, broker, f"sqlite:///{root / 'fast.db'}")
         with ScorerServer(ScorerConfig(**base)) as tiny:  # type: ignore[arg-type]
             t_tiny = timed_eval(bench, tiny, broker, f"sqlite:///{root / 'tiny.db'}")

@@ -29,12 +29,13 @@ log = logging.getLogger(__name__)
 
 
 class ScorerServer:
-    def __init__(self, config: ScorerConfig) -> None:
+    def __init__(self, config: ScorerConfig, backend: Backend | None = None) -> None:
+        """`backend` replaces the one `config.backend` names (benchmarks use an instant one)."""
         self.config = config
         self.grpc_port = 0
         self.http_port = 0
         self.host: TritonHost | None = None
-        self.backend: Backend | None = None
+        self.backend: Backend | None = backend
         self._grpc: Any = None
         self._health: Any = None
         self._http: Any = None
@@ -46,7 +47,7 @@ class ScorerServer:
 
         config = self.config
         tokenizer = AutoTokenizer.from_pretrained(config.model)
-        self.backend = self._make_backend()
+        self.backend = self.backend or self._make_backend()
         name = Path(config.model).name or config.model
         scorer = Scorer(config, self.backend, tokenizer, ScorerMetrics())
         self._grpc, self.grpc_port, self._health = create_server(config, scorer, name)

@@ -80,12 +80,13 @@ def start_run(
 class ScoreWorker:
     """Consumes score requests, calls the scorer, publishes scores (flushed before the offset commit)."""
 
-    def __init__(self, bootstrap: str, scorer_url: str, token: str = "") -> None:
+    def __init__(self, bootstrap: str, scorer_url: str, token: str = "", group: str = WORKER_GROUP) -> None:
         from services.scorer.client import RewardClient
 
         self.client = RewardClient(scorer_url, token=token, timeout=300)
+        self.scored: dict[str, int] = {}  # requests answered, per run
         self.publisher = Publisher(bootstrap)
-        self.consumer = EventConsumer(bootstrap, [topics.SCORE_REQUESTS], WORKER_GROUP, self.handle, self.publisher)
+        self.consumer = EventConsumer(bootstrap, [topics.SCORE_REQUESTS], group, self.handle, self.publisher)
 
     def handle(self, topic: str, key: str, event: Any) -> None:
         scores = self.client.score(event.request.prompt, list(event.request.responses), event.request.system_prompt)
@@ -99,6 +100,7 @@ class ScoreWorker:
         )
         self.publisher.publish(topics.SCORES, key, out)
         self.publisher.flush()
+        self.scored[event.run_id] = self.scored.get(event.run_id, 0) + 1
 
     def close(self) -> None:
         self.consumer.close()
@@ -109,10 +111,10 @@ class ScoreWorker:
 class ResultSink:
     """Consumes scores into eval_scores; finishes a run once every item has its scores."""
 
-    def __init__(self, bootstrap: str, engine: Engine, delay: float = 0.0) -> None:
+    def __init__(self, bootstrap: str, engine: Engine, delay: float = 0.0, group: str = SINK_GROUP) -> None:
         self.engine, self.delay = engine, delay  # delay: lets tests kill it mid-run
         self.publisher = Publisher(bootstrap)
-        self.consumer = EventConsumer(bootstrap, [topics.SCORES], SINK_GROUP, self.handle, self.publisher)
+        self.consumer = EventConsumer(bootstrap, [topics.SCORES], group, self.handle, self.publisher)
 
     def handle(self, topic: str, key: str, event: Any) -> None:
         insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
@@ -123,6 +125,9 @@ class ResultSink:
             "scores": list(event.scores),
         }
         with session_scope(self.engine) as session:
+            if session.get(EvalRun, event.run_id) is None:  # a run this database does not hold: not ours
+                log.warning("ignoring scores of unknown run %s", event.run_id)
+                return
             session.execute(insert(EvalScore).values(**row).on_conflict_do_nothing())
         time.sleep(self.delay)
         self.finish_if_complete(event.run_id)
@@ -249,14 +254,14 @@ def evaluate_via_kafka(
         publisher.close()
 
 
-def serve(role: str, bootstrap: str, db: str, scorer_url: str = "", delay: float = 0.0) -> None:
+def serve(role: str, bootstrap: str, db: str, scorer_url: str = "", delay: float = 0.0, group: str = "") -> None:
     from services.store.db import StoreConfig, create_engine_for
 
     stop = threading.Event()
     if role == "worker":
-        ScoreWorker(bootstrap, scorer_url).consumer.run(stop)
+        ScoreWorker(bootstrap, scorer_url, group=group or WORKER_GROUP).consumer.run(stop)
     else:
-        ResultSink(bootstrap, create_engine_for(StoreConfig(db)), delay).consumer.run(stop)
+        ResultSink(bootstrap, create_engine_for(StoreConfig(db)), delay, group or SINK_GROUP).consumer.run(stop)
 
 
 if __name__ == "__main__":
@@ -266,6 +271,7 @@ if __name__ == "__main__":
     parser.add_argument("--db", default="sqlite:///cheems.db")
     parser.add_argument("--scorer-url", default="")
     parser.add_argument("--delay", type=float, default=float(os.environ.get("CHEEMS_SINK_DELAY", "0")))
+    parser.add_argument("--group", default="", help="consumer group (default: the role's shared group)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO)
-    serve(args.role, args.bootstrap, args.db, args.scorer_url, args.delay)
+    serve(args.role, args.bootstrap, args.db, args.scorer_url, args.delay, args.group)

@@ -8,9 +8,17 @@ PROTOS := $(wildcard protos/cheems/v1/*.proto)
 STAMP_INSTALL := $(VENV)/.installed
 STAMP_PROTO   := cheems/v1/.stamp-proto
 
-.PHONY: setup proto test demo check bench lock clean sample train
+.PHONY: setup proto test demo check bench lock clean sample train kubectl
 
-setup: $(STAMP_INSTALL) $(STAMP_PROTO)
+setup: $(STAMP_INSTALL) $(STAMP_PROTO) kubectl
+
+# kubectl (with its built-in kustomize, v5 or newer) renders k8s/ in the tests; when it is missing,
+# Debian's kubernetes-client package provides one.
+kubectl:
+	@command -v kubectl >/dev/null || { \
+	  echo "kubectl not found: installing Debian's kubernetes-client"; \
+	  SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+	  $$SUDO apt-get install -y -q kubernetes-client || { $$SUDO apt-get update -q && $$SUDO apt-get install -y -q kubernetes-client; }; }
 
 $(STAMP_INSTALL): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version.split()[0]'
@@ -58,6 +66,8 @@ bench: setup
 lock: setup
 	{ echo '# Full dependency tree, pinned. Regenerate with `make lock` after changing pyproject.toml.'; \
 	  $(BIN)/python -m pip freeze --exclude-editable | sed "s/+cpu$$//"; } > constraints.txt
+	@if grep -n ' @ ' constraints.txt; then \
+	  echo "error: the lines above pin local files, which a fresh machine lacks; install them from PyPI and rerun" >&2; exit 1; fi
 
 clean:
 	rm -rf $(VENV) out build *.egg-info cheems/v1/*_pb2*.py cheems/v1/*_pb2*.pyi $(STAMP_PROTO)

@@ -5,6 +5,12 @@
 and offsets are committed only after the handler returned (at-least-once: handlers must be
 idempotent, e.g. upserts keyed by event id). A message that does not decode is logged, counted,
 copied to `<topic>.dlq` with the reason in a header, and skipped; it never stops the consumer.
+
+While the member is joining a group, a poll waits for the join to finish (up to the rebalance
+timeout) whatever timeout the caller asked for. kafka-python 3.0.12 throws away a join that
+completes between two polls and starts a new one, so a consumer polled briefly with pauses in
+between (two consumers polled in turn by one thread, a test that sleeps) could rejoin forever
+and never be assigned a partition.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.message import Message
+from kafka import ConsumerRebalanceListener
 from kafka.errors import CommitFailedError
 
 from services.bus.codec import BadMessage, decode, encode
@@ -24,6 +31,7 @@ from services.bus.topics import dead_letter
 log = logging.getLogger(__name__)
 # Tansu and kafka-python join a group in ~3 s with these instead of ~20 s with the defaults.
 CONSUMER_TIMEOUTS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000, "max_poll_interval_ms": 10000}
+JOIN_WAIT_MS = CONSUMER_TIMEOUTS["max_poll_interval_ms"]  # the rebalance timeout: a JoinGroup answers within it
 MAX_POLL_RECORDS = 16  # small batches keep each poll well inside max_poll_interval_ms
 Handler = Callable[[str, str, Message], None]  # (topic, key, event)
 
@@ -54,6 +62,28 @@ class ConsumerStats:
     dead_lettered: int = 0
 
 
+class Membership(ConsumerRebalanceListener):
+    """Tracks whether the consumer is between a rebalance's start and its assignment.
+
+    A kafka-python rebalance listener: revocation opens a join (it is also called, with nothing to
+    revoke, before the first join), an assignment closes it, losing the membership opens one again.
+    """
+
+    def __init__(self) -> None:
+        self.joining = True  # nothing is assigned before the first join
+        self.rebalances = 0
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self.joining = True
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self.joining = False
+        self.rebalances += 1
+
+    def on_partitions_lost(self, lost: Any) -> None:
+        self.joining = True
+
+
 class EventConsumer:
     def __init__(
         self, bootstrap: str, topics: Sequence[str], group: str, handler: Handler, dead_letters: Publisher | None = None
@@ -61,18 +91,25 @@ class EventConsumer:
         from kafka import KafkaConsumer
 
         self.consumer = KafkaConsumer(
-            *topics,
             bootstrap_servers=bootstrap,
             group_id=group,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             **CONSUMER_TIMEOUTS,
         )
+        self.membership = Membership()
+        self.consumer.subscribe(topics=list(topics), listener=self.membership)
         self.handler, self.dead_letters = handler, dead_letters or Publisher(bootstrap)
         self.stats = ConsumerStats()
 
     def poll_once(self, timeout_ms: int = 500) -> int:
-        """Handle one polled batch and commit it; returns how many records it held."""
+        """Handle one polled batch and commit it; returns how many records it held.
+
+        While the group is (re)balancing this waits up to JOIN_WAIT_MS, so that the join is awaited
+        to its end rather than abandoned (see the module docstring).
+        """
+        if self.membership.joining:
+            timeout_ms = max(timeout_ms, JOIN_WAIT_MS)
         batches = self.consumer.poll(timeout_ms=timeout_ms)
         records = [r for batch in batches.values() for r in batch]
         for record in records:
@@ -100,9 +137,12 @@ class EventConsumer:
         self.handler(record.topic, key, event)
         self.stats.handled += 1
 
-    def run(self, stop: threading.Event) -> None:
+    def run(self, stop: threading.Event, on_poll: Callable[[], None] | None = None) -> None:
+        """Poll until `stop` is set; `on_poll` runs after every poll (a liveness heartbeat)."""
         while not stop.is_set():
             self.poll_once()
+            if on_poll is not None:
+                on_poll()
 
     def close(self) -> None:
         self.consumer.close()

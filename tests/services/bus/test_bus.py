@@ -18,7 +18,7 @@ from services.bus.codec import BadMessage, decode, encode
 @pytest.fixture(scope="module")
 def broker() -> Iterator[EmbeddedBroker]:
     with EmbeddedBroker() as running:
-        running.create_topics([*topics.ALL, *(topics.dead_letter(t) for t in topics.ALL)], partitions=2)
+        running.create_topics(topics.with_dead_letters(), partitions=2)
         yield running
 
 
@@ -114,3 +114,23 @@ def test_round_trip_dead_letters_and_committed_offsets(broker: EmbeddedBroker) -
     again.close()
     assert ("again", "") not in seen
     publisher.close()
+
+
+def test_a_consumer_polled_briefly_with_pauses_still_joins_its_group(broker: EmbeddedBroker) -> None:
+    """kafka-python drops a join that completes between two polls; poll_once must wait the join out."""
+    publisher = Publisher(broker.bootstrap)
+    for key in ("a", "b", "c"):
+        publisher.publish(topics.RANKINGS, key, events_pb2.RankingEvent())
+    publisher.flush()
+    publisher.close()
+
+    seen: list[str] = []
+    consumer = EventConsumer(broker.bootstrap, [topics.RANKINGS], "brief-polls", lambda t, key, e: seen.append(key))
+    assert consumer.membership.joining
+    deadline = time.monotonic() + 40
+    while len(seen) < 3 and time.monotonic() < deadline:
+        consumer.poll_once(timeout_ms=50)
+        time.sleep(0.5)  # the caller busy elsewhere, e.g. polling a second consumer
+    consumer.close()
+    assert sorted(seen) == ["a", "b", "c"]
+    assert consumer.membership.rebalances == 1  # joined once, not over and over

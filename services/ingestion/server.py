@@ -7,7 +7,6 @@ summary (the call itself succeeds), good ones are stored. GetSample of an unknow
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent import futures
 from typing import Any
 
 import grpc
@@ -15,6 +14,7 @@ from google.protobuf.json_format import MessageToDict
 
 from cheems.errors import FormatError
 from cheems.v1 import common_pb2, ingestion_pb2, ingestion_pb2_grpc
+from services.hosting import GrpcHost, HostConfig
 from services.ingestion.records import RecordError, SampleRecord, parse_record
 from services.ingestion.service import IngestionService
 
@@ -61,7 +61,27 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionServiceServicer):
         return sample
 
 
-def create_server(service: IngestionService, address: str, workers: int = 8) -> tuple[grpc.Server, int]:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
-    ingestion_pb2_grpc.add_IngestionServiceServicer_to_server(IngestionServicer(service), server)
-    return server, server.add_insecure_port(address)
+SERVICE = "cheems.v1.IngestionService"
+
+
+def host(service: IngestionService, config: HostConfig) -> GrpcHost:
+    """The servicer on a GrpcHost (health, reflection), serving as soon as it is started."""
+    servicer = IngestionServicer(service)
+    grpc_host = GrpcHost(
+        config, lambda server: ingestion_pb2_grpc.add_IngestionServiceServicer_to_server(servicer, server), [SERVICE]
+    )
+    grpc_host.set_serving(True)
+    return grpc_host
+
+
+def serve(db: str, bootstrap: str, config: HostConfig) -> None:
+    """`cheems service ingestion`: migrate-free (run `cheems db upgrade` first), until SIGTERM."""
+    from services.bus.client import Publisher
+    from services.store.db import StoreConfig, create_engine_for
+
+    publisher = Publisher(bootstrap) if bootstrap else None
+    grpc_host = host(IngestionService(create_engine_for(StoreConfig(db)), publisher, source="grpc"), config).start()
+    print(f"ingestion: gRPC {config.host}:{grpc_host.port}", flush=True)
+    grpc_host.wait_for_signal()
+    if publisher is not None:
+        publisher.close()

@@ -17,6 +17,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from cheems.v1 import reward_pb2, reward_pb2_grpc
+from services.hosting import LIVENESS
 from services.scorer.config import ScorerConfig
 from services.scorer.errors import (
     BackendUnavailable,
@@ -136,6 +137,7 @@ def create_server(config: ScorerConfig, scorer: Scorer, model_name: str) -> tupl
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     set_health(health_servicer, serving=False)
+    health_servicer.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)  # alive while loading: no restart
     reflection.enable_server_reflection([SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
     address = f"{config.host}:{config.grpc_port}"
     if config.tls_cert:

@@ -20,6 +20,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy import text
 
 from services.store.db import StoreConfig, create_engine_for
 
@@ -50,9 +51,20 @@ def _connected(url: str) -> Iterator[Config]:
         engine.dispose()
 
 
+# pg_advisory_xact_lock key: replicas starting together (Kubernetes init containers) migrate one at a time
+MIGRATION_LOCK = 0x63686565  # "chee"
+
+
 def upgrade(url: str, revision: str = "head") -> None:
-    """Migrate the database at `url` to `revision` (default: the newest); a no-op when it is there already."""
+    """Migrate the database at `url` to `revision` (default: the newest); a no-op when it is there already.
+
+    On PostgreSQL concurrent callers are serialised by an advisory lock held until the migration
+    commits; the later ones then find the database at `revision` and do nothing.
+    """
     with _connected(url) as config:
+        connection = config.attributes["connection"]
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         command.upgrade(config, revision)
     log.info("store at %s is at revision %s", url, revision)
 

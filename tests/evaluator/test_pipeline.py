@@ -34,7 +34,7 @@ BENCH = [str(SAMPLE / "open.jsonl"), str(SAMPLE / "human.jsonl")]
 @pytest.fixture(scope="module")
 def broker() -> Iterator[EmbeddedBroker]:
     with EmbeddedBroker() as running:
-        running.create_topics([*topics.ALL, *(topics.dead_letter(t) for t in topics.ALL)], partitions=2)
+        running.create_topics(topics.with_dead_letters(), partitions=2)
         yield running
 
 

@@ -11,7 +11,8 @@ from sqlalchemy import Engine, func, select
 
 from cheems.v1 import annotation_pb2 as pb
 from cheems.v1 import annotation_pb2_grpc
-from services.annotation.server import create_server
+from services.annotation.server import host
+from services.hosting import HostConfig
 from services.store import repository
 from services.store.db import session_scope
 from services.store.models import Annotation, Ranking
@@ -21,10 +22,9 @@ RESPONSES = [(f"r{i}", f"第{i}个回答") for i in range(1, 6)]
 
 @pytest.fixture
 def stub(engine: Engine) -> Iterator[Any]:
-    server, port = create_server(engine, "127.0.0.1:0")
-    server.start()
-    yield annotation_pb2_grpc.AnnotationServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
-    server.stop(0)
+    grpc_host = host(engine, HostConfig(port=0, host="127.0.0.1")).start()
+    yield annotation_pb2_grpc.AnnotationServiceStub(grpc.insecure_channel(f"127.0.0.1:{grpc_host.port}"))
+    grpc_host.stop(0)
 
 
 @pytest.fixture

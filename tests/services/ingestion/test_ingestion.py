@@ -18,8 +18,9 @@ from cheems.v1 import common_pb2, events_pb2, ingestion_pb2, ingestion_pb2_grpc
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import EventConsumer, Publisher
+from services.hosting import HostConfig
 from services.ingestion.records import parse_lines
-from services.ingestion.server import create_server
+from services.ingestion.server import host
 from services.ingestion.service import IngestionService
 from services.store.db import session_scope
 from services.store.models import Prompt, Response
@@ -82,8 +83,8 @@ def test_samples_events_on_the_broker(engine: Engine) -> None:
 
 
 def test_grpc_stream_and_get_sample(engine: Engine) -> None:
-    server, port = create_server(IngestionService(engine), "127.0.0.1:0")
-    server.start()
+    grpc_host = host(IngestionService(engine), HostConfig(port=0, host="127.0.0.1")).start()
+    port = grpc_host.port
     try:
         stub = ingestion_pb2_grpc.IngestionServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
         good = common_pb2.Sample(
@@ -106,7 +107,7 @@ def test_grpc_stream_and_get_sample(engine: Engine) -> None:
             stub.GetSample(ingestion_pb2.GetSampleRequest(prompt_id="nope"), timeout=10)
         assert info.value.code() == grpc.StatusCode.NOT_FOUND
     finally:
-        server.stop(0)
+        grpc_host.stop(0)
 
 
 def test_cli(tmp_path: Path) -> None:

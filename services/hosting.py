@@ -1,0 +1,143 @@
+"""Running a service as a long-lived process: gRPC with health and reflection, a clean stop on SIGTERM.
+
+Every process that Kubernetes runs answers the standard `grpc.health.v1.Health` service, which the
+manifests' gRPC probes call. Request/response services (ingestion, annotation) host their servicers
+beside it; Kafka consumers (the evaluator's worker and sink) host health alone, driven by a
+`Heartbeat`: a consumer loop that stops polling for `stale_after` seconds turns NOT_SERVING, so the
+liveness probe restarts a wedged process.
+
+    host = GrpcHost(HostConfig(port=50052), register=lambda s: add_XServicer_to_server(servicer, s), names=[...])
+    host.start(); host.set_serving(True); host.wait_for_signal()
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent import futures
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+log = logging.getLogger(__name__)
+
+# The ports each process listens on; the Kubernetes manifests use the same numbers (a test checks).
+SCORER_GRPC_PORT = 50051
+SCORER_HTTP_PORT = 8000
+INGESTION_PORT = 50052
+ANNOTATION_PORT = 50053
+EVAL_WORKER_HEALTH_PORT = 50054
+EVAL_SINK_HEALTH_PORT = 50055
+
+# Health service names: readiness is "" (and each hosted service's name), liveness its own name, so a
+# process that is alive but not ready (a model still loading) is taken out of rotation, not restarted.
+LIVENESS = "liveness"
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    port: int  # 0 = any free port
+    host: str = "0.0.0.0"
+    workers: int = 8  # handler threads
+    drain_seconds: float = 10.0  # grace period for in-flight calls after SIGTERM
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be in 0..65535, got {self.port}")
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
+
+
+class GrpcHost:
+    """A gRPC server carrying `register`'s servicers plus health (NOT_SERVING until `set_serving`)."""
+
+    def __init__(
+        self, config: HostConfig, register: Callable[[grpc.Server], None] | None = None, names: Sequence[str] = ()
+    ) -> None:
+        self.config, self.names = config, tuple(names)
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=config.workers))
+        if register is not None:
+            register(self.server)
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        reflection.enable_server_reflection([*self.names, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server)
+        self.port = self.server.add_insecure_port(f"{config.host}:{config.port}")
+        self.set_serving(False)
+        self.set_alive(True)
+        self._stopped = threading.Event()
+
+    def start(self) -> GrpcHost:
+        self.server.start()
+        return self
+
+    def set_serving(self, serving: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("", *self.names):
+            self.health.set(name, status)
+
+    def set_alive(self, alive: bool) -> None:
+        """The liveness answer (the `liveness` health service): False makes Kubernetes restart the pod."""
+        status = health_pb2.HealthCheckResponse.SERVING if alive else health_pb2.HealthCheckResponse.NOT_SERVING
+        self.health.set(LIVENESS, status)
+
+    def stop(self, grace: float | None = None) -> None:
+        """Turn NOT_SERVING, let in-flight calls finish within `grace` seconds, then stop."""
+        self.set_serving(False)
+        self.server.stop(self.config.drain_seconds if grace is None else grace).wait()
+        self._stopped.set()
+
+    def wait_for_signal(self, on_stop: Callable[[], None] | None = None) -> None:
+        """Block until SIGTERM or SIGINT, then run `on_stop` and drain. Main thread only."""
+
+        def drain(signum: int, frame: Any) -> None:
+            log.info("signal %d: stopping (grace %.0f s)", signum, self.config.drain_seconds)
+            if on_stop is not None:
+                on_stop()
+            threading.Thread(target=self.stop, daemon=True).start()
+
+        signal.signal(signal.SIGTERM, drain)
+        signal.signal(signal.SIGINT, drain)
+        self._stopped.wait()
+
+
+class Heartbeat:
+    """Readiness and liveness from a loop: SERVING while `beat()` was called within `stale_after` seconds."""
+
+    def __init__(self, host: GrpcHost, stale_after: float, clock: Callable[[], float] = time.monotonic) -> None:
+        if stale_after <= 0:
+            raise ValueError(f"stale_after must be > 0, got {stale_after}")
+        self.host, self.stale_after, self.clock = host, stale_after, clock
+        self.last = clock()
+        self._serving: bool | None = None
+
+    def beat(self) -> None:
+        self.last = self.clock()
+        self.check()
+
+    def check(self) -> bool:
+        """Publish and return whether the last beat is recent enough."""
+        serving = self.clock() - self.last <= self.stale_after
+        if serving != self._serving:
+            if not serving:
+                log.warning("no heartbeat for %.0f s: health NOT_SERVING", self.clock() - self.last)
+            self.host.set_serving(serving)
+            self.host.set_alive(serving)
+            self._serving = serving
+        return serving
+
+    def watch(self, stop: threading.Event, every: float = 1.0) -> threading.Thread:
+        """Re-check in the background, so a loop that hangs (and never beats again) is noticed."""
+
+        def loop() -> None:
+            while not stop.wait(every):
+                self.check()
+
+        thread = threading.Thread(target=loop, name="heartbeat", daemon=True)
+        thread.start()
+        return thread

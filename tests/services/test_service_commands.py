@@ -1,0 +1,211 @@
+"""The long-running commands Kubernetes runs, as real processes: `cheems db upgrade`, then `cheems service
+ingestion|annotation|eval-worker|eval-sink` become SERVING on gRPC health, do their work, and exit 0 on SIGTERM.
+
+Here rather than under tests/cheems/ because the ingestion case runs on SQLite and PostgreSQL through
+the `db_url` fixture of tests/services/conftest.py.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from sqlalchemy import func, select
+
+from cheems.v1 import annotation_pb2, annotation_pb2_grpc, common_pb2, events_pb2, ingestion_pb2, ingestion_pb2_grpc
+from evaluator.evaluate import load_subsets
+from evaluator.pipeline import run_state, start_run
+from services.annotation.server import SERVICE as ANNOTATION_SERVICE
+from services.bus import topics
+from services.bus.broker import EmbeddedBroker, free_port
+from services.bus.client import Publisher
+from services.hosting import LIVENESS
+from services.ingestion.server import SERVICE as INGESTION_SERVICE
+from services.store import repository
+from services.store.db import StoreConfig, create_engine_for, session_scope
+from services.store.migrate import head_revision
+from services.store.models import Prompt, Response
+
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
+BENCH = [str(SAMPLE / "open.jsonl"), str(SAMPLE / "human.jsonl")]
+CHEEMS = [sys.executable, "-m", "cheems.cli"]
+SERVING = health_pb2.HealthCheckResponse.SERVING
+
+
+class Service:
+    """A `cheems` process with its output in files; `stop()` sends SIGTERM and returns the exit code."""
+
+    def __init__(self, args: Sequence[str], logs: Path) -> None:
+        self.out, self.err = logs.with_suffix(".out"), logs.with_suffix(".err")
+        with self.out.open("wb") as out, self.err.open("wb") as err:
+            self.process = subprocess.Popen([*CHEEMS, *args], stdout=out, stderr=err, env=dict(os.environ))
+
+    def output(self) -> str:
+        return self.out.read_text(errors="replace") + self.err.read_text(errors="replace")[-3000:]
+
+    def wait_serving(self, port: int, names: Sequence[str], timeout: float = 60.0) -> None:
+        """Until health says SERVING for every name (the process must stay up meanwhile)."""
+        deadline = time.monotonic() + timeout
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            while True:
+                assert self.process.poll() is None, f"exited with {self.process.returncode}:\n{self.output()}"
+                try:
+                    answers = [stub.Check(health_pb2.HealthCheckRequest(service=n), timeout=2).status for n in names]
+                    if answers == [SERVING] * len(names):
+                        return
+                except grpc.RpcError as e:
+                    if e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                        raise
+                assert time.monotonic() < deadline, f"not SERVING within {timeout} s:\n{self.output()}"
+                time.sleep(0.1)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=timeout)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def services() -> Iterator[list[Service]]:
+    """Processes started by a test; whatever still runs at the end is killed."""
+    started: list[Service] = []
+    yield started
+    for service in started:
+        service.kill()
+
+
+def db_upgrade(url: str) -> None:
+    run = subprocess.run([*CHEEMS, "db", "upgrade", "--db", url], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip() == f"database at revision {head_revision()}"
+
+
+def count(url: str, model: type) -> int:
+    engine = create_engine_for(StoreConfig(url))
+    try:
+        with session_scope(engine) as session:
+            return int(session.scalar(select(func.count()).select_from(model)) or 0)
+    finally:
+        engine.dispose()
+
+
+def test_db_upgrade_twice_is_a_no_op(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    db_upgrade(url)
+    db_upgrade(url)
+
+
+def test_ingestion_service(db_url: str, tmp_path: Path, services: list[Service]) -> None:
+    db_upgrade(db_url)
+    port = free_port()
+    service = Service(
+        ["service", "ingestion", "--db", db_url, "--port", str(port), "--host", "127.0.0.1"], tmp_path / "i"
+    )
+    services.append(service)
+    service.wait_serving(port, ["", INGESTION_SERVICE, LIVENESS])
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = ingestion_pb2_grpc.IngestionServiceStub(channel)
+        sample = common_pb2.Sample(
+            prompt="你好",
+            responses=[common_pb2.Response(id="r1", content="好"), common_pb2.Response(id="r2", content="嗨")],
+        )
+        records = [ingestion_pb2.IngestRecord(sample=sample, line=1), ingestion_pb2.IngestRecord(line=2)]
+        summary = stub.Ingest(iter(records), timeout=30)
+        assert (summary.received, summary.stored, summary.rejected) == (2, 1, 1)
+        assert [e.line for e in summary.errors] == [2]
+    assert (count(db_url, Prompt), count(db_url, Response)) == (1, 2)
+    assert service.stop() == 0, service.output()
+    assert f"ingestion: gRPC 127.0.0.1:{port}" in service.out.read_text()
+
+
+def test_annotation_service(tmp_path: Path, services: list[Service]) -> None:
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    db_upgrade(url)
+    engine = create_engine_for(StoreConfig(url))
+    with session_scope(engine) as session:
+        prompt_id, _ = repository.add_sample(
+            session, "比较这三个回答", [("a", "甲"), ("b", "乙"), ("c", "丙")], ["推理"]
+        )
+    engine.dispose()
+    port = free_port()
+    service = Service(
+        ["service", "annotation", "--db", url, "--port", str(port), "--host", "127.0.0.1"], tmp_path / "a"
+    )
+    services.append(service)
+    service.wait_serving(port, ["", ANNOTATION_SERVICE, LIVENESS])
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = annotation_pb2_grpc.AnnotationServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as info:
+            stub.GetRanking(annotation_pb2.GetRankingRequest(prompt_id="no-such-prompt"), timeout=10)
+        assert info.value.code() == grpc.StatusCode.NOT_FOUND
+        health = health_pb2_grpc.HealthStub(channel)
+        assert health.Check(health_pb2.HealthCheckRequest(), timeout=10).status == SERVING  # an error is no outage
+        tasks = stub.CreateTasks(annotation_pb2.CreateTasksRequest(prompt_id=prompt_id, group_size=3), timeout=10)
+        assert [sorted(t.response_ids) for t in tasks.tasks] == [["a", "b", "c"]]
+    assert service.stop() == 0, service.output()
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker() as running:
+        running.create_topics(topics.with_dead_letters(), partitions=2)
+        yield running
+
+
+def test_eval_worker_service(broker: EmbeddedBroker, tmp_path: Path, services: list[Service]) -> None:
+    port = free_port()
+    args = ["service", "eval-worker", "--bootstrap", broker.bootstrap, "--scorer-url", "127.0.0.1:1"]
+    service = Service([*args, "--health-port", str(port)], tmp_path / "w")
+    services.append(service)
+    service.wait_serving(port, ["", "cheems.evaluator.worker", LIVENESS])
+    assert service.stop() == 0, service.output()
+    assert f"worker: health on :{port}" in service.out.read_text()
+
+
+def test_eval_sink_service_finishes_a_run(broker: EmbeddedBroker, tmp_path: Path, services: list[Service]) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    db_upgrade(url)
+    port = free_port()
+    args = ["service", "eval-sink", "--bootstrap", broker.bootstrap, "--db", url, "--health-port", str(port)]
+    service = Service(args, tmp_path / "s")
+    services.append(service)
+    service.wait_serving(port, ["", "cheems.evaluator.sink", LIVENESS])
+    engine = create_engine_for(StoreConfig(url))
+    publisher = Publisher(broker.bootstrap)
+    try:
+        run_id = start_run(engine, publisher, BENCH, "unused:1")
+        for name, (_, items) in load_subsets(BENCH).items():  # what score workers would publish
+            for index, item in enumerate(items):
+                ids = [r.id for r in item.responses]
+                event = events_pb2.ScoreEvent(
+                    run_id=run_id,
+                    subset=name,
+                    prompt_id=f"{name}:{index}",
+                    response_ids=ids,
+                    scores=[float(-i) for i in range(len(ids))],
+                )
+                publisher.publish(topics.SCORES, f"{name}:{index}", event)
+        publisher.flush()
+        deadline = time.monotonic() + 120
+        while (state := run_state(engine, run_id))[0] != "succeeded":
+            assert service.process.poll() is None, service.output()
+            assert time.monotonic() < deadline, f"the sink did not finish the run: {state[:3]}\n{service.output()}"
+            time.sleep(0.2)
+        assert state[1] == state[2] == 36 and state[3] is not None and "overall" in state[3]
+    finally:
+        publisher.close()
+        engine.dispose()
+    assert service.stop() == 0, service.output()

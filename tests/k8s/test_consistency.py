@@ -1,0 +1,283 @@
+"""What the manifests name exists in the code: CLI commands and options, ports, environment, paths.
+
+The image's ENTRYPOINT is `cheems`, so a container's args are a `cheems` command line; they are
+parsed here by the CLI's own click parser, exactly as the container would.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer.main
+
+from cheems.cli import app
+from services import hosting
+from tests.k8s.manifests import (
+    APP_OVERLAYS,
+    KUSTOMIZATIONS,
+    ROOT,
+    TRAINING,
+    by_kind,
+    containers,
+    is_cheems,
+    pod_specs,
+    render,
+)
+from trainer.recipes import recipe
+
+CLI = typer.main.get_command(app)
+SOURCES = [p for d in ("cheems", "services", "evaluator", "trainer") for p in (ROOT / d).rglob("*.py")]
+CODE = "\n".join(p.read_text(encoding="utf-8") for p in SOURCES if "/v1/" not in str(p))
+PORT_OPTIONS = ("port", "grpc_port", "http_port", "health_port")
+ROLE_PORTS = {  # command -> the ports it must listen on (services/hosting.py)
+    ("serve",): {hosting.SCORER_GRPC_PORT, hosting.SCORER_HTTP_PORT},
+    ("service", "ingestion"): {hosting.INGESTION_PORT},
+    ("service", "annotation"): {hosting.ANNOTATION_PORT},
+    ("service", "eval-worker"): {hosting.EVAL_WORKER_HEALTH_PORT},
+    ("service", "eval-sink"): {hosting.EVAL_SINK_HEALTH_PORT},
+}
+
+
+def resolve(args: list[str]) -> tuple[tuple[str, ...], Any, dict[str, Any]]:
+    """(subcommand path, command, parsed option values) of `cheems ARGS`, or a test failure.
+
+    Typer carries its own copy of click, so groups, paths and errors are recognised by shape.
+    """
+    command: Any = CLI
+    path: list[str] = []
+    rest = list(args)
+    while hasattr(command, "list_commands"):
+        assert rest, f"`cheems {' '.join(args)}` names a command group, not a command"
+        sub = command.get_command(context(command), rest[0])
+        assert sub is not None, (
+            f"`cheems {' '.join(args)}`: no subcommand {rest[0]!r} (has {command.list_commands(context(command))})"
+        )
+        path.append(rest.pop(0))
+        command = sub
+    ctx = context(command)
+    parser = command.make_parser(ctx)
+    try:
+        values, leftover, _ = parser.parse_args(rest)
+    except Exception as e:  # click's UsageError family
+        pytest.fail(f"`cheems {' '.join(args)}`: {e.format_message()}")
+    assert not leftover or any(p.param_type_name == "argument" for p in command.params), f"stray args {leftover}"
+    for param in command.params:
+        value = values.get(param.name)
+        if value is None or param.type_descriptor.annotation is Path or "$(" in str(value):
+            continue
+        try:
+            param.process_value(ctx, value)
+        except Exception as e:  # click's BadParameter
+            pytest.fail(f"`cheems {' '.join(args)}`: --{param.name}: {e.format_message()}")
+    return tuple(path), command, values
+
+
+def context(command: Any) -> Any:
+    return type(CLI).context_class(command)
+
+
+def cheems_containers(path: str) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    return [
+        (where, pod, container)
+        for doc in render(path)
+        for where, pod in pod_specs(doc)
+        for container in containers(pod)
+        if is_cheems(container)
+    ]
+
+
+def provided_env(container: dict[str, Any], docs: tuple[dict[str, Any], ...]) -> set[str]:
+    names = {e["name"] for e in container.get("env", [])}
+    config_maps = by_kind(docs, "ConfigMap")
+    for source in container.get("envFrom", []):
+        name = source["configMapRef"]["name"]
+        assert name in config_maps, f"envFrom names a ConfigMap {name!r} that is not rendered"
+        names |= set(config_maps[name]["data"])
+    return names
+
+
+@pytest.mark.parametrize("path", KUSTOMIZATIONS)
+def test_commands_parse_with_the_cli(path: str) -> None:
+    for where, _, container in cheems_containers(path):
+        assert "command" not in container, f"{where}: keep the image's ENTRYPOINT (cheems)"
+        resolve(container["args"])
+
+
+@pytest.mark.parametrize("path", APP_OVERLAYS)
+def test_ports_equal_the_code(path: str) -> None:
+    docs = render(path)
+    for where, _pod, container in cheems_containers(path):
+        command, cli_command, values = resolve(container["args"])
+        if command not in ROLE_PORTS:
+            continue
+        listening = {int(values[o]) for o in PORT_OPTIONS if values.get(o) not in (None, "-1")}
+        defaults = {p.default for p in cli_command.params if p.name in PORT_OPTIONS and p.name not in values}
+        assert listening | defaults == ROLE_PORTS[command], f"{where}: `cheems {' '.join(command)}` ports"
+        declared = {p["containerPort"] for p in container["ports"]}
+        assert declared == ROLE_PORTS[command], f"{where}: containerPorts {declared}"
+        for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+            if probe in container:
+                assert container[probe]["grpc"]["port"] in declared, f"{where}: {probe} port"
+    services = by_kind(docs, "Service")
+    for name, service in services.items():
+        pods = [
+            d["spec"]["template"]
+            for d in docs
+            if d["kind"] in ("Deployment", "StatefulSet")
+            and all(
+                d["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in service["spec"]["selector"].items()
+            )
+        ]
+        assert pods, f"Service {name} selects no pod"
+        named = {p["name"]: p["containerPort"] for pod in pods for c in pod["spec"]["containers"] for p in c["ports"]}
+        for port in service["spec"]["ports"]:
+            assert port["targetPort"] in named and named[port["targetPort"]] == port["port"], f"Service {name}"
+
+
+def test_the_cli_defaults_are_the_hosting_ports() -> None:
+    for command, ports in ROLE_PORTS.items():
+        _, cli_command, _ = resolve(list(command))
+        defaults = {p.default for p in cli_command.params if p.name in PORT_OPTIONS}
+        assert defaults == ports, f"`cheems {' '.join(command)}` defaults {defaults} != {ports}"
+
+
+@pytest.mark.parametrize("path", APP_OVERLAYS)
+def test_network_policies_open_real_ports(path: str) -> None:
+    docs = render(path)
+    pods = [d["spec"]["template"] for d in docs if d["kind"] in ("Deployment", "StatefulSet")]
+    for name, policy in by_kind(docs, "NetworkPolicy").items():
+        selector = policy["spec"]["podSelector"].get("matchLabels", {})
+        selected = [p for p in pods if all(p["metadata"]["labels"].get(k) == v for k, v in selector.items())]
+        assert selected, f"NetworkPolicy {name} selects no pod"
+        ports = {p["containerPort"] for pod in selected for c in pod["spec"]["containers"] for p in c["ports"]}
+        for rule in policy["spec"].get("ingress", []):
+            for port in rule.get("ports", []):
+                assert port["port"] in ports, f"NetworkPolicy {name} opens {port['port']}, pods listen on {ports}"
+
+
+@pytest.mark.parametrize("path", APP_OVERLAYS)
+def test_environment_exists_in_the_code_and_commands_get_theirs(path: str) -> None:
+    docs = render(path)
+    for where, _, container in cheems_containers(path):
+        env = provided_env(container, docs)
+        for name in sorted(n for n in env if n.startswith("CHEEMS_")):
+            assert f'"{name}"' in CODE, f"{where}: {name} is read nowhere in the code"
+        _, cli_command, values = resolve(container["args"])
+        for param in cli_command.params:
+            envvar = getattr(param, "envvar", None)
+            if envvar and param.name not in values:
+                assert envvar in env, f"{where}: `--{param.name}` comes from {envvar}, which the pod does not set"
+
+
+@pytest.mark.parametrize("path", APP_OVERLAYS)
+def test_secret_keys_are_provided(path: str) -> None:
+    """Dev generates every key the pods read; prod's README command creates every one."""
+    docs = render(path)
+    keys = {
+        e["valueFrom"]["secretKeyRef"]["key"]
+        for doc in docs
+        for _, pod in pod_specs(doc)
+        for c in containers(pod)
+        for e in c.get("env", [])
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
+    assert keys
+    if path.endswith("dev"):
+        secret = next(d for d in docs if d["kind"] == "Secret")
+        assert keys <= set(secret["data"])
+    else:
+        instructions = (ROOT / "k8s" / path / "kustomization.yaml").read_text()
+        assert keys <= set(re.findall(r"--from-literal=([a-z-]+)=", instructions))
+
+
+def test_kafka_bootstrap_points_at_the_broker() -> None:
+    dev, prod = render("overlays/dev"), render("overlays/prod")
+    dev_bootstrap = by_kind(dev, "ConfigMap")
+    dev_config = next(c for n, c in dev_bootstrap.items() if n.startswith("cheems-config"))
+    kafka_service = by_kind(dev, "Service")["cheems-kafka"]["spec"]["ports"][0]["port"]
+    assert dev_config["data"]["CHEEMS_KAFKA_BOOTSTRAP"] == f"cheems-kafka:{kafka_service}"
+    kafka = next(iter(by_kind(prod, "Kafka").values()))
+    listener = kafka["spec"]["kafka"]["listeners"][0]["port"]
+    prod_config = next(c for n, c in by_kind(prod, "ConfigMap").items() if n.startswith("cheems-config"))
+    assert prod_config["data"]["CHEEMS_KAFKA_BOOTSTRAP"] == f"{kafka['metadata']['name']}-kafka-bootstrap:{listener}"
+    scorer_port = by_kind(prod, "Service")["cheems-scorer"]["spec"]["ports"][0]["port"]
+    assert prod_config["data"]["CHEEMS_SCORER_URL"] == f"cheems-scorer:{scorer_port}"
+
+
+def _train(path: str) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    return [(w, p, c) for w, p, c in cheems_containers(path) if c["args"][0] == "train"]
+
+
+@pytest.mark.parametrize("path", TRAINING)
+def test_training_jobs_agree_with_the_trainer(path: str) -> None:
+    """Recipe and overrides load; nodes x processes fit the GPUs and the recipe's global batch."""
+    docs = render(path)
+    jobs = _train(path)
+    assert jobs, f"k8s/{path} runs no `cheems train`"
+    for where, pod, container in jobs:
+        _, _, values = resolve(container["args"])
+        config = recipe(values["recipe"]).with_overrides(list(values.get("set_") or []))
+        nproc, nnodes = int(values["nproc"]), int(values["nnodes"])
+        config.forward_batch(nproc * nnodes)  # raises when global_batch_size does not fit the world size
+        gpus = container["resources"]["limits"].get("nvidia.com/gpu")
+        assert gpus in (None, nproc), f"{where}: --nproc {nproc} != {gpus} GPUs"
+        job = next(d for d in docs if d["kind"] in ("Job", "PyTorchJob"))
+        if job["kind"] == "Job":
+            assert job["spec"]["completions"] == job["spec"]["parallelism"] == nnodes, where
+            host = values["rdzv_endpoint"].split(":")[0]
+            service = by_kind(docs, "Service")[pod["subdomain"]]
+            assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
+            assert host == f"{job['metadata']['name']}-0.{pod['subdomain']}", f"{where}: rendezvous on pod 0"
+        else:
+            assert nnodes == sum(r["replicas"] for r in job["spec"]["pytorchReplicaSpecs"].values()), where
+            assert values["rdzv_endpoint"].startswith("$(MASTER_ADDR):"), where
+        mounts = {m["mountPath"] for m in container["volumeMounts"]}
+        for file in [config.out_dir, *([] if "models/tiny" in config.model else [config.model])]:
+            assert any(file.startswith(m + "/") for m in mounts), f"{where}: {file} is on no volume"
+        for file in [*config.train_files, *config.eval_files]:
+            assert (file.startswith("/app/data/sample/") and (ROOT / file.removeprefix("/app/")).exists()) or any(
+                file.startswith(m + "/") for m in mounts
+            ), f"{where}: {file}"
+
+
+def test_the_scorer_serves_what_training_exports() -> None:
+    scorer = by_kind(render("overlays/prod"), "Deployment")["cheems-scorer"]["spec"]["template"]["spec"]
+    _, _, values = resolve(scorer["containers"][0]["args"])
+    claims = {
+        v["name"]: v["persistentVolumeClaim"]["claimName"] for v in scorer["volumes"] if "persistentVolumeClaim" in v
+    }
+    pvcs = set(by_kind(render("overlays/prod"), "PersistentVolumeClaim"))
+    for path in TRAINING:
+        for where, pod, container in _train(path):
+            _, _, train = resolve(container["args"])
+            out_dir = recipe(train["recipe"]).with_overrides(list(train["set_"])).out_dir
+            assert f"{out_dir}/model" == values["model"], f"{where}: exports {out_dir}/model"
+            train_claims = {
+                v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v
+            }
+            assert train_claims <= set(claims.values()) <= pvcs, where
+
+
+def test_dockerfile_matches_the_manifests_and_pins() -> None:
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    assert 'ENTRYPOINT ["cheems"]' in dockerfile
+    user = re.search(r"^USER (\d+):(\d+)$", dockerfile, re.M)
+    assert user and int(user.group(1)) != 0
+    torch_pin = re.search(r"^torch==(\S+)$", (ROOT / "constraints.txt").read_text(), re.M)
+    assert torch_pin and f"ARG TORCH_VERSION={torch_pin.group(1)}" in dockerfile
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11\.\d+-slim-bookworm$", dockerfile, re.M), "pinned Python 3.11"
+    exposed = {int(p) for line in re.findall(r"^EXPOSE (.+)$", dockerfile, re.M) for p in line.split()}
+    for path in [*APP_OVERLAYS, *TRAINING]:
+        for where, pod, container in cheems_containers(path):
+            assert pod["securityContext"]["runAsUser"] == int(user.group(1)), f"{where}: the image's user"
+            for port in container.get("ports", []):
+                assert port["containerPort"] in exposed, f"{where}: {port['containerPort']} not EXPOSEd"
+    for copied in re.findall(r"^COPY (?!--from)(\S+) ", dockerfile, re.M):
+        assert (ROOT / copied).exists(), f"Dockerfile copies {copied}, which is not in the repository"
+
+
+def test_every_named_source_exists() -> None:
+    assert Path(ROOT / "k8s" / "kafka" / "topics.yaml").exists()

@@ -1,0 +1,132 @@
+"""Every kustomization renders, validates against Kubernetes' schemas offline, and is hardened."""
+
+from __future__ import annotations
+
+import kubernetes_validate
+import pytest
+
+from tests.k8s.manifests import (
+    APP_OVERLAYS,
+    KUBERNETES_VERSION,
+    KUSTOMIZATIONS,
+    TRAINING,
+    by_kind,
+    containers,
+    pod_specs,
+    render,
+)
+
+CUSTOM_KINDS = {"PyTorchJob", "KafkaTopic", "Kafka", "KafkaNodePool"}  # validated in test_custom_resources.py
+
+
+def test_every_kustomization_is_listed() -> None:
+    assert set(KUSTOMIZATIONS) >= {"base", "kafka", *APP_OVERLAYS, *TRAINING}
+
+
+@pytest.mark.parametrize("path", KUSTOMIZATIONS)
+def test_renders_and_validates_strictly(path: str) -> None:
+    docs = render(path)
+    assert docs, f"k8s/{path} renders nothing"
+    for doc in docs:
+        if doc["kind"] in CUSTOM_KINDS:
+            continue
+        try:
+            kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as e:
+            pytest.fail(f"k8s/{path}: {doc['kind']}/{doc['metadata']['name']}: {e.message} at {list(e.path)}")
+
+
+@pytest.mark.parametrize("path", KUSTOMIZATIONS)
+def test_pod_templates_of_custom_resources_validate_as_pod_templates(path: str) -> None:
+    for doc in render(path):
+        if doc["kind"] != "PyTorchJob":
+            continue
+        for where, pod in pod_specs(doc):
+            template = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": {"spec": pod}}
+            try:
+                kubernetes_validate.validate(template, KUBERNETES_VERSION, strict=True)
+            except kubernetes_validate.ValidationError as e:
+                pytest.fail(f"k8s/{path}: {where}: {e.message} at {list(e.path)}")
+
+
+def test_validation_catches_a_broken_manifest() -> None:
+    """The validator in use rejects what a cluster would reject (a test that can fail)."""
+    deployment = next(d for d in render("overlays/dev") if d["kind"] == "Deployment")
+    broken = {**deployment, "spec": {**deployment["spec"], "replicas": "two"}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSION, strict=True)
+    typo = {**deployment, "spec": {**deployment["spec"], "replica": 2}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(typo, KUBERNETES_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("path", KUSTOMIZATIONS)
+def test_pods_are_hardened(path: str) -> None:
+    """Non-root, default seccomp, no privilege escalation, read-only root, no capabilities, bounded resources."""
+    for doc in render(path):
+        for where, pod in pod_specs(doc):
+            security = pod.get("securityContext", {})
+            assert security.get("runAsNonRoot") is True, f"k8s/{path}: {where}: runAsNonRoot"
+            assert security.get("seccompProfile") == {"type": "RuntimeDefault"}, f"k8s/{path}: {where}: seccomp"
+            assert pod.get("automountServiceAccountToken") is False, f"k8s/{path}: {where}: service account token"
+            for container in containers(pod):
+                at = f"k8s/{path}: {where}: container {container['name']}"
+                context = container.get("securityContext", {})
+                assert context.get("allowPrivilegeEscalation") is False, f"{at}: allowPrivilegeEscalation"
+                assert context.get("readOnlyRootFilesystem") is True, f"{at}: readOnlyRootFilesystem"
+                assert context.get("capabilities", {}).get("drop") == ["ALL"], f"{at}: capabilities"
+                resources = container.get("resources", {})
+                for side in ("requests", "limits"):
+                    assert {"cpu", "memory"} <= set(resources.get(side, {})), f"{at}: {side} cpu and memory"
+                mounts = {m["mountPath"] for m in container.get("volumeMounts", [])}
+                assert "/tmp" in mounts, f"{at}: a writable /tmp over the read-only root"
+
+
+@pytest.mark.parametrize("path", APP_OVERLAYS)
+def test_services_have_probes_disruption_budgets_and_policies(path: str) -> None:
+    docs = render(path)
+    budgets = [d["spec"]["selector"]["matchLabels"] for d in docs if d["kind"] == "PodDisruptionBudget"]
+    policies = by_kind(docs, "NetworkPolicy")
+    assert any(p["spec"]["podSelector"] == {} and p["spec"]["policyTypes"] == ["Ingress"] for p in policies.values())
+    for name, deployment in by_kind(docs, "Deployment").items():
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        assert "readinessProbe" in container and "livenessProbe" in container, f"{name}: probes"
+        if name.startswith("cheems-kafka"):
+            continue  # the dev broker: one replica, Recreate, TCP probes
+        for probe in ("readinessProbe", "livenessProbe"):
+            assert "grpc" in container[probe], f"{name}: {probe} goes through gRPC health"
+        assert container["livenessProbe"]["grpc"].get("service") == "liveness", f"{name}: liveness service"
+        assert any(all(labels.get(k) == v for k, v in b.items()) for b in budgets), f"{name}: no PodDisruptionBudget"
+    hpa = by_kind(docs, "HorizontalPodAutoscaler")["cheems-scorer"]
+    assert hpa["spec"]["scaleTargetRef"]["name"] in by_kind(docs, "Deployment")
+
+
+def test_dev_is_single_replica_and_prod_scales_on_gpus() -> None:
+    dev, prod = render("overlays/dev"), render("overlays/prod")
+    assert all(d["spec"].get("replicas", 1) == 1 for d in by_kind(dev, "Deployment").values())
+    assert by_kind(dev, "HorizontalPodAutoscaler")["cheems-scorer"]["spec"]["maxReplicas"] == 1
+    assert all(d["spec"]["replicas"] >= 2 for d in by_kind(prod, "Deployment").values())
+    hpa = by_kind(prod, "HorizontalPodAutoscaler")["cheems-scorer"]["spec"]
+    assert 2 <= hpa["minReplicas"] < hpa["maxReplicas"]
+    scorer = by_kind(prod, "Deployment")["cheems-scorer"]["spec"]["template"]["spec"]["containers"][0]
+    assert scorer["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert "--device=cuda" in scorer["args"] and "cheems-gpu" in scorer["image"]
+
+
+def test_secrets_are_generated_in_dev_only() -> None:
+    """Dev carries throwaway values; prod's Secret is created out of band, never committed."""
+    dev_secrets = [d for d in render("overlays/dev") if d["kind"] == "Secret"]
+    assert len(dev_secrets) == 1 and dev_secrets[0]["metadata"]["name"].startswith("cheems-secrets")
+    assert not [d for d in render("overlays/prod") if d["kind"] == "Secret"]
+
+
+def test_kustomize_is_new_enough() -> None:
+    """The manifests use kustomize v5 features (labels with includeTemplates, inline JSON patches)."""
+    import re
+    import shutil
+    import subprocess
+
+    out = subprocess.run([shutil.which("kubectl") or "kubectl", "version", "--client"], capture_output=True, text=True)
+    found = re.search(r"Kustomize Version: v(\d+)", out.stdout)
+    assert found and int(found.group(1)) >= 5, f"kubectl's kustomize must be v5 or newer:\n{out.stdout}"

@@ -518,6 +518,26 @@ def service_annotation(
     serve(db, HostConfig(port=port, host=host))
 
 
+@service.command("evaluation")
+@clear_errors
+def service_evaluation(
+    bootstrap: Annotated[str, typer.Option(envvar="CHEEMS_KAFKA_BOOTSTRAP", help="Kafka bootstrap servers.")],
+    bench_root: Annotated[
+        Path, typer.Option(envvar="CHEEMS_BENCH_ROOT", help="StartRun's bench files are read from under here.")
+    ],
+    db: Annotated[str, typer.Option(envvar="CHEEMS_DATABASE_URL", help="SQLAlchemy URL.")] = "sqlite:///cheems.db",
+    port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50056,
+    host: Annotated[str, typer.Option()] = "0.0.0.0",
+) -> None:
+    """gRPC cheems.v1.EvaluationService (StartRun, GetRun) with health, until SIGTERM."""
+    from evaluator.server import EvaluationConfig, serve
+    from services.hosting import HostConfig
+
+    if not bench_root.is_dir():
+        raise typer.BadParameter(f"{bench_root} is not a directory", param_hint="--bench-root")
+    serve(db, bootstrap, EvaluationConfig(bench_root, HostConfig(port=port, host=host)))
+
+
 @service.command("eval-worker")
 @clear_errors
 def service_eval_worker(

@@ -29,7 +29,7 @@ from sqlalchemy.engine import Engine
 from cheems.v1 import evaluation_pb2, events_pb2, reward_pb2
 from evaluator.evaluate import load_subsets
 from evaluator.metrics import EvalResult, Semantics, evaluate_subsets
-from evaluator.report import to_json
+from evaluator.report import from_json, to_json
 from evaluator.rewards import score_items
 from services.bus import topics
 from services.bus.client import EventConsumer, Publisher
@@ -43,7 +43,11 @@ WORKER_GROUP, SINK_GROUP = "cheems-score-workers", "cheems-evaluator"
 def start_run(
     engine: Engine, publisher: Publisher, bench: Sequence[str], scorer_url: str, semantics: Semantics = Semantics.PAPER
 ) -> str:
-    """Record the run and publish one score request per benchmark prompt; returns the run id."""
+    """Record the run and publish one score request per benchmark prompt; returns the run id.
+
+    Bad bench files raise before anything is stored; a broker that cannot take the requests leaves
+    the run "failed" (never "running" forever) and the error propagates.
+    """
     subsets = load_subsets(bench)
     run_id = uuid.uuid4().hex
     with session_scope(engine) as session:
@@ -56,6 +60,18 @@ def start_run(
                 items_total=sum(len(i) for _, i in subsets.values()),
             )
         )
+    try:
+        _publish_requests(publisher, run_id, subsets)
+    except Exception:
+        with session_scope(engine) as session:
+            run = session.get(EvalRun, run_id)
+            if run is not None:
+                run.state = "failed"
+        raise
+    return run_id
+
+
+def _publish_requests(publisher: Publisher, run_id: str, subsets: dict[str, Any]) -> None:
     for name, (_, items) in subsets.items():
         for index, item in enumerate(items):
             key = f"{name}:{index}"
@@ -74,7 +90,6 @@ def start_run(
             )
             publisher.publish(topics.SCORE_REQUESTS, key, event)
     publisher.flush()
-    return run_id
 
 
 class ScoreWorker:
@@ -168,8 +183,18 @@ class ResultSink:
         self.publisher.close()
 
 
+SEMANTICS_PROTO = {
+    Semantics.PAPER: evaluation_pb2.SEMANTICS_PAPER,
+    Semantics.OFFICIAL: evaluation_pb2.SEMANTICS_OFFICIAL,
+}
+STATE_PROTO = {
+    "running": evaluation_pb2.RUN_STATE_RUNNING,
+    "succeeded": evaluation_pb2.RUN_STATE_SUCCEEDED,
+    "failed": evaluation_pb2.RUN_STATE_FAILED,
+}
+
+
 def result_proto(result: EvalResult) -> evaluation_pb2.EvalResult:
-    semantics = {Semantics.PAPER: evaluation_pb2.SEMANTICS_PAPER, Semantics.OFFICIAL: evaluation_pb2.SEMANTICS_OFFICIAL}
     subsets = {
         name: evaluation_pb2.SubsetMetrics(
             accuracy=s.accuracy,
@@ -190,7 +215,9 @@ def result_proto(result: EvalResult) -> evaluation_pb2.EvalResult:
         )
         for name, s in result.subsets.items()
     }
-    return evaluation_pb2.EvalResult(semantics=semantics[result.semantics], overall=result.overall, subsets=subsets)
+    return evaluation_pb2.EvalResult(
+        semantics=SEMANTICS_PROTO[result.semantics], overall=result.overall, subsets=subsets
+    )
 
 
 def compute(bench: Sequence[str], scores: dict[str, dict[str, float]], semantics: Semantics) -> EvalResult:
@@ -215,6 +242,29 @@ def run_state(engine: Engine, run_id: str) -> tuple[str, int, int, dict[str, Any
             raise KeyError(run_id)
         done = session.scalar(select(func.count()).select_from(EvalScore).where(EvalScore.run_id == run_id)) or 0
         return run.state, int(done), run.items_total, run.result
+
+
+def run_proto(engine: Engine, run_id: str) -> evaluation_pb2.EvalRun:
+    """The run as `cheems.v1.EvalRun`: files, scorer, state, progress and, once complete, the metrics."""
+    with session_scope(engine) as session:
+        run = session.get(EvalRun, run_id)
+        if run is None:
+            raise KeyError(run_id)
+        done = session.scalar(select(func.count()).select_from(EvalScore).where(EvalScore.run_id == run_id)) or 0
+        message = evaluation_pb2.EvalRun(
+            run_id=run.id,
+            scorer_url=run.scorer_url,
+            bench_files=[str(p) for p in run.bench_files],
+            semantics=SEMANTICS_PROTO[Semantics(run.semantics)],
+            state=STATE_PROTO[run.state],
+            items_total=run.items_total,
+            items_scored=int(done),
+        )
+        if run.result is not None:
+            message.result.CopyFrom(result_proto(from_json(run.result)))
+        if run.state == "failed":
+            message.error = "the score requests could not be published"
+        return message
 
 
 def evaluate_via_kafka(

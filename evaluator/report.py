@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from evaluator.metrics import EvalResult, Semantics
+from evaluator.metrics import CategoryMetrics, EvalResult, Semantics, SubsetMetrics
 from evaluator.table import render_markdown, render_text
 
 SEMANTICS_NOTE = {
@@ -28,6 +28,18 @@ def to_json(result: EvalResult) -> dict[str, Any]:
         "overall": result.overall,
         "subsets": {name: asdict(metrics) for name, metrics in result.subsets.items()},
     }
+
+
+def from_json(data: dict[str, Any]) -> EvalResult:
+    """The inverse of `to_json` (e.g. a result stored as JSON by the streaming evaluator)."""
+    subsets = {
+        name: SubsetMetrics(
+            **{k: v for k, v in subset.items() if k != "per_category"},
+            per_category={c: CategoryMetrics(**m) for c, m in subset["per_category"].items()},
+        )
+        for name, subset in data["subsets"].items()
+    }
+    return EvalResult(Semantics(data["semantics"]), data["overall"], subsets)
 
 
 def write_json(result: EvalResult, path: str | Path) -> None:

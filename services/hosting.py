@@ -34,6 +34,7 @@ INGESTION_PORT = 50052
 ANNOTATION_PORT = 50053
 EVAL_WORKER_HEALTH_PORT = 50054
 EVAL_SINK_HEALTH_PORT = 50055
+EVALUATION_PORT = 50056
 
 # Health service names: readiness is "" (and each hosted service's name), liveness its own name, so a
 # process that is alive but not ready (a model still loading) is taken out of rotation, not restarted.

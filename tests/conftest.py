@@ -1,10 +1,27 @@
-"""Shared fixtures: paths of the bundled sample benchmark."""
+"""Shared fixtures.
+
+`sample_paths`: the bundled sample benchmark. `db_url` and `engine` run each test twice, on a SQLite
+file and on the PostgreSQL server every dev and CI machine here runs (127.0.0.1:5432, user postgres,
+database `test`; override with CHEEMS_TEST_POSTGRES_URL). Each PostgreSQL test gets a fresh schema,
+chosen through the URL's `options=-csearch_path=...` and dropped afterwards. An unreachable server
+fails these tests; it never skips them.
+"""
 
 from __future__ import annotations
 
+import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import NullPool
+
+from services.store.db import StoreConfig, create_engine_for
+from services.store.migrate import upgrade
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample"
@@ -14,3 +31,42 @@ SAMPLE = ROOT / "data" / "sample"
 def sample_paths() -> tuple[list[Path], Path]:
     """([open.jsonl, human.jsonl], rewards.jsonl) of the bundled sample."""
     return [SAMPLE / "open.jsonl", SAMPLE / "human.jsonl"], SAMPLE / "rewards.jsonl"
+
+
+PG_URL = os.environ.get("CHEEMS_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database: a SQLite file, or a fresh schema on the PostgreSQL server."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'cheems.db'}"
+    else:
+        yield from _postgres_schema()
+
+
+def _postgres_schema() -> Iterator[str]:
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    admin = create_engine(PG_URL, poolclass=NullPool, connect_args={"connect_timeout": 5})
+    try:
+        with admin.begin() as connection:
+            connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    except OperationalError as exc:
+        admin.dispose()
+        pytest.fail(f"PostgreSQL is not reachable at {PG_URL} (it runs on every dev and CI machine): {exc}")
+    try:
+        url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    """An engine on a database migrated to the newest revision."""
+    upgrade(db_url)
+    engine = create_engine_for(StoreConfig(db_url))
+    yield engine
+    engine.dispose()  # before the schema is dropped: open connections would block DROP SCHEMA

@@ -37,10 +37,13 @@ Handler = Callable[[str, str, Message], None]  # (topic, key, event)
 
 
 class Publisher:
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, max_block_ms: int = 60000) -> None:
+        """`max_block_ms`: how long `publish` may wait for the broker's metadata before KafkaTimeoutError."""
         from kafka import KafkaProducer
 
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=5, linger_ms=5)
+        self.producer = KafkaProducer(
+            bootstrap_servers=bootstrap, acks="all", retries=5, linger_ms=5, max_block_ms=max_block_ms
+        )
 
     def publish(self, topic: str, key: str, event: Message) -> None:
         encoded = encode(topic, event)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.metrics import ScoredPrompt, Semantics, evaluate_subsets
-from evaluator.report import format_markdown, format_table, to_json, write_report
+from evaluator.report import format_markdown, format_table, from_json, to_json, write_report
 from evaluator.table import pad, render_text, width
 
 
@@ -37,6 +37,11 @@ def test_json_follows_the_contract(result) -> None:  # type: ignore[no-untyped-d
         "prompts": 1,
         "pairs": 2,
     }
+
+
+def test_from_json_inverts_to_json(result) -> None:  # type: ignore[no-untyped-def]
+    stored = json.loads(json.dumps(to_json(result)))  # as a database's JSON column gives it back
+    assert from_json(stored) == result
 
 
 def test_table_lists_subsets_overall_and_categories(result) -> None:  # type: ignore[no-untyped-def]

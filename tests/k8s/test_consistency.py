@@ -38,6 +38,7 @@ ROLE_PORTS = {  # command -> the ports it must listen on (services/hosting.py)
     ("service", "annotation"): {hosting.ANNOTATION_PORT},
     ("service", "eval-worker"): {hosting.EVAL_WORKER_HEALTH_PORT},
     ("service", "eval-sink"): {hosting.EVAL_SINK_HEALTH_PORT},
+    ("service", "evaluation"): {hosting.EVALUATION_PORT},
 }
 
 

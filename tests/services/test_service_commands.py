@@ -1,8 +1,9 @@
-"""The long-running commands Kubernetes runs, as real processes: `cheems db upgrade`, then `cheems service
-ingestion|annotation|eval-worker|eval-sink` become SERVING on gRPC health, do their work, and exit 0 on SIGTERM.
+"""The long-running commands Kubernetes runs, as real processes: `cheems db upgrade`, then
+`cheems service ingestion|annotation|evaluation|eval-worker|eval-sink` become SERVING on gRPC health,
+do their work, and exit 0 on SIGTERM.
 
 Here rather than under tests/cheems/ because the ingestion case runs on SQLite and PostgreSQL through
-the `db_url` fixture of tests/services/conftest.py.
+the `db_url` fixture of tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -20,9 +21,19 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy import func, select
 
-from cheems.v1 import annotation_pb2, annotation_pb2_grpc, common_pb2, events_pb2, ingestion_pb2, ingestion_pb2_grpc
+from cheems.v1 import (
+    annotation_pb2,
+    annotation_pb2_grpc,
+    common_pb2,
+    evaluation_pb2,
+    evaluation_pb2_grpc,
+    events_pb2,
+    ingestion_pb2,
+    ingestion_pb2_grpc,
+)
 from evaluator.evaluate import load_subsets
 from evaluator.pipeline import run_state, start_run
+from evaluator.server import SERVICE as EVALUATION_SERVICE
 from services.annotation.server import SERVICE as ANNOTATION_SERVICE
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker, free_port
@@ -209,3 +220,27 @@ def test_eval_sink_service_finishes_a_run(broker: EmbeddedBroker, tmp_path: Path
         publisher.close()
         engine.dispose()
     assert service.stop() == 0, service.output()
+
+
+def test_evaluation_service_starts_a_run(broker: EmbeddedBroker, tmp_path: Path, services: list[Service]) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    db_upgrade(url)
+    port = free_port()
+    args = ["service", "evaluation", "--bootstrap", broker.bootstrap, "--db", url, "--bench-root", str(SAMPLE)]
+    service = Service([*args, "--port", str(port), "--host", "127.0.0.1"], tmp_path / "e")
+    services.append(service)
+    service.wait_serving(port, ["", EVALUATION_SERVICE, LIVENESS])
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = evaluation_pb2_grpc.EvaluationServiceStub(channel)
+        request = evaluation_pb2.StartRunRequest(bench_files=["open.jsonl"], scorer_url="127.0.0.1:1")
+        run = stub.StartRun(request, timeout=30)
+        assert run.state == evaluation_pb2.RUN_STATE_RUNNING and run.items_total > 0
+        assert stub.GetRun(evaluation_pb2.GetRunRequest(run_id=run.run_id), timeout=10).run_id == run.run_id
+    assert run_state(create_engine_for(StoreConfig(url)), run.run_id)[0] == "running"
+    assert service.stop() == 0, service.output()
+
+
+def test_evaluation_service_refuses_a_bench_root_that_is_not_a_directory(tmp_path: Path) -> None:
+    args = ["service", "evaluation", "--bootstrap", "127.0.0.1:1", "--bench-root", "nope"]
+    run = subprocess.run([*CHEEMS, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert run.returncode == 2 and "--bench-root" in run.stderr and "is not a directory" in run.stderr

@@ -1,14 +1,7 @@
-"""Store fixtures: every test that takes `db_url` or `engine` runs twice, on a SQLite file and on PostgreSQL.
-
-PostgreSQL is the server every dev and CI machine here runs (127.0.0.1:5432, user postgres, database
-`test`; override with CHEEMS_TEST_POSTGRES_URL). Each test gets a fresh schema, chosen through the
-URL's `options=-csearch_path=...`, dropped afterwards. An unreachable server fails these tests; it
-never skips them.
-"""
+"""Store fixtures on top of tests/conftest.py's `engine` (SQLite and PostgreSQL): a stored sample, row counts."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import pytest
@@ -18,7 +11,6 @@ from services.store import repository as repo
 from services.store.db import session_scope
 from services.store.models import Base
 
-PG_URL = os.environ.get("CHEEMS_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 PROMPT = "请用一句话解释什么是奖励模型。"
 RESPONSES = [
     ("r1", "奖励模型给回答打分，分数越高越符合人类偏好。"),

@@ -25,6 +25,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 F = TypeVar("F", bound=Callable[..., Any])
+# Options several commands share, read from the environment the Kubernetes manifests set.
+DatabaseUrl = Annotated[str, typer.Option(envvar="CHEEMS_DATABASE_URL", help="SQLAlchemy URL.")]
+KafkaBootstrap = Annotated[str, typer.Option(envvar="CHEEMS_KAFKA_BOOTSTRAP", help="Kafka bootstrap servers.")]
 
 
 def clear_errors(command: F) -> F:
@@ -265,7 +268,7 @@ def ingest_command(
     file: Annotated[
         Path, typer.Argument(exists=True, dir_okay=False, help="CheemsBench, CheemsPreference or raw jsonl.")
     ],
-    db: Annotated[str, typer.Option(envvar="CHEEMS_DATABASE_URL", help="SQLAlchemy URL.")] = "sqlite:///cheems.db",
+    db: DatabaseUrl = "sqlite:///cheems.db",
     bootstrap: Annotated[str, typer.Option(envvar="CHEEMS_KAFKA_BOOTSTRAP", help="Publish sample events here.")] = "",
 ) -> None:
     """Store prompts with responses (deduplicated); report rejected records with their line numbers."""
@@ -476,7 +479,7 @@ app.add_typer(db_app, name="db")
 @db_app.command("upgrade")
 @clear_errors
 def db_upgrade_command(
-    db: Annotated[str, typer.Option(envvar="CHEEMS_DATABASE_URL", help="SQLAlchemy URL.")] = "sqlite:///cheems.db",
+    db: DatabaseUrl = "sqlite:///cheems.db",
 ) -> None:
     """Migrate the database to the newest schema (safe to run from several replicas at once)."""
     from services.store.migrate import current_revision, upgrade
@@ -492,7 +495,7 @@ app.add_typer(service, name="service")
 @service.command("ingestion")
 @clear_errors
 def service_ingestion(
-    db: Annotated[str, typer.Option(envvar="CHEEMS_DATABASE_URL", help="SQLAlchemy URL.")] = "sqlite:///cheems.db",
+    db: DatabaseUrl = "sqlite:///cheems.db",
     bootstrap: Annotated[str, typer.Option(envvar="CHEEMS_KAFKA_BOOTSTRAP", help="Publish sample events here.")] = "",
     port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50052,
     host: Annotated[str, typer.Option()] = "0.0.0.0",
@@ -507,7 +510,7 @@ def service_ingestion(
 @service.command("annotation")
 @clear_errors
 def service_annotation(
-    db: Annotated[str, typer.Option(envvar="CHEEMS_DATABASE_URL", help="SQLAlchemy URL.")] = "sqlite:///cheems.db",
+    db: DatabaseUrl = "sqlite:///cheems.db",
     port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50053,
     host: Annotated[str, typer.Option()] = "0.0.0.0",
 ) -> None:
@@ -521,11 +524,11 @@ def service_annotation(
 @service.command("evaluation")
 @clear_errors
 def service_evaluation(
-    bootstrap: Annotated[str, typer.Option(envvar="CHEEMS_KAFKA_BOOTSTRAP", help="Kafka bootstrap servers.")],
+    bootstrap: KafkaBootstrap,
     bench_root: Annotated[
         Path, typer.Option(envvar="CHEEMS_BENCH_ROOT", help="StartRun's bench files are read from under here.")
     ],
-    db: Annotated[str, typer.Option(envvar="CHEEMS_DATABASE_URL", help="SQLAlchemy URL.")] = "sqlite:///cheems.db",
+    db: DatabaseUrl = "sqlite:///cheems.db",
     port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50056,
     host: Annotated[str, typer.Option()] = "0.0.0.0",
 ) -> None:
@@ -542,7 +545,7 @@ def service_evaluation(
 @clear_errors
 def service_eval_worker(
     scorer_url: Annotated[str, typer.Option(envvar="CHEEMS_SCORER_URL", help="host:port of the scorer's gRPC.")],
-    bootstrap: Annotated[str, typer.Option(envvar="CHEEMS_KAFKA_BOOTSTRAP", help="Kafka bootstrap servers.")],
+    bootstrap: KafkaBootstrap,
     token: Annotated[str, typer.Option(envvar="CHEEMS_SCORER_TOKEN")] = "",
     health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50054,
 ) -> None:
@@ -555,8 +558,8 @@ def service_eval_worker(
 @service.command("eval-sink")
 @clear_errors
 def service_eval_sink(
-    bootstrap: Annotated[str, typer.Option(envvar="CHEEMS_KAFKA_BOOTSTRAP", help="Kafka bootstrap servers.")],
-    db: Annotated[str, typer.Option(envvar="CHEEMS_DATABASE_URL", help="SQLAlchemy URL.")] = "sqlite:///cheems.db",
+    bootstrap: KafkaBootstrap,
+    db: DatabaseUrl = "sqlite:///cheems.db",
     health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50055,
 ) -> None:
     """Result sink: scores from Kafka -> eval_scores; completed runs -> metrics and eval results, until SIGTERM."""

@@ -25,6 +25,7 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
 
 from cheems.v1 import evaluation_pb2, events_pb2, reward_pb2
 from evaluator.evaluate import load_subsets
@@ -150,7 +151,7 @@ class ResultSink:
     def finish_if_complete(self, run_id: str) -> EvalResult | None:
         with session_scope(self.engine) as session:
             run = session.get(EvalRun, run_id)
-            done = session.scalar(select(func.count()).select_from(EvalScore).where(EvalScore.run_id == run_id))
+            done = _scored(session, run_id)
             if run is None or run.state != "running" or done != run.items_total:
                 return None
             rows = session.scalars(select(EvalScore).where(EvalScore.run_id == run_id)).all()
@@ -234,14 +235,19 @@ def compute(bench: Sequence[str], scores: dict[str, dict[str, float]], semantics
     )
 
 
+def _scored(session: Session, run_id: str) -> int:
+    """How many of the run's items have their scores stored."""
+    return int(session.scalar(select(func.count()).select_from(EvalScore).where(EvalScore.run_id == run_id)) or 0)
+
+
 def run_state(engine: Engine, run_id: str) -> tuple[str, int, int, dict[str, Any] | None]:
     """(state, items scored, items total, result JSON)."""
     with session_scope(engine) as session:
         run = session.get(EvalRun, run_id)
         if run is None:
             raise KeyError(run_id)
-        done = session.scalar(select(func.count()).select_from(EvalScore).where(EvalScore.run_id == run_id)) or 0
-        return run.state, int(done), run.items_total, run.result
+        done = _scored(session, run_id)
+        return run.state, done, run.items_total, run.result
 
 
 def run_proto(engine: Engine, run_id: str) -> evaluation_pb2.EvalRun:
@@ -250,7 +256,7 @@ def run_proto(engine: Engine, run_id: str) -> evaluation_pb2.EvalRun:
         run = session.get(EvalRun, run_id)
         if run is None:
             raise KeyError(run_id)
-        done = session.scalar(select(func.count()).select_from(EvalScore).where(EvalScore.run_id == run_id)) or 0
+        done = _scored(session, run_id)
         message = evaluation_pb2.EvalRun(
             run_id=run.id,
             scorer_url=run.scorer_url,
@@ -258,7 +264,7 @@ def run_proto(engine: Engine, run_id: str) -> evaluation_pb2.EvalRun:
             semantics=SEMANTICS_PROTO[Semantics(run.semantics)],
             state=STATE_PROTO[run.state],
             items_total=run.items_total,
-            items_scored=int(done),
+            items_scored=done,
         )
         if run.result is not None:
             message.result.CopyFrom(result_proto(from_json(run.result)))

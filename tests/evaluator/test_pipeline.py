@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,33 +16,15 @@ from cheems.rewards import write_rewards
 from evaluator.evaluate import evaluate_files, load_subsets
 from evaluator.pipeline import ResultSink, ScoreWorker, run_state, start_run
 from evaluator.report import to_json
-from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
-from services.scorer.config import ScorerConfig
 from services.scorer.server import ScorerServer
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
 from services.store.models import EvalScore
-from trainer.tiny import init_tiny_model
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 BENCH = [str(SAMPLE / "open.jsonl"), str(SAMPLE / "human.jsonl")]
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker() as running:
-        running.create_topics(topics.with_dead_letters(), partitions=2)
-        yield running
-
-
-@pytest.fixture(scope="module")
-def scorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScorerServer]:
-    model = init_tiny_model(tmp_path_factory.mktemp("m") / "tiny", hidden_size=32)
-    config = ScorerConfig(model=str(model), backend="torch", host="127.0.0.1", grpc_port=0, http_port=-1)
-    with ScorerServer(config) as server:
-        yield server
 
 
 @pytest.fixture

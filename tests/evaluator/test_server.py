@@ -19,32 +19,14 @@ from cheems.v1 import evaluation_pb2, evaluation_pb2_grpc
 from evaluator.metrics import Semantics
 from evaluator.pipeline import ResultSink, ScoreWorker, compute, result_proto
 from evaluator.server import EvaluationServicer, host, resolve_bench
-from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
 from services.hosting import GrpcHost, HostConfig
-from services.scorer.config import ScorerConfig
 from services.scorer.server import ScorerServer
 from services.store.db import session_scope
 from services.store.models import EvalRun, EvalScore
-from trainer.tiny import init_tiny_model
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker() as running:
-        running.create_topics(topics.with_dead_letters(), partitions=2)
-        yield running
-
-
-@pytest.fixture(scope="module")
-def scorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScorerServer]:
-    model = init_tiny_model(tmp_path_factory.mktemp("m") / "tiny", hidden_size=32)
-    config = ScorerConfig(model=str(model), backend="torch", host="127.0.0.1", grpc_port=0, http_port=-1)
-    with ScorerServer(config) as server:
-        yield server
 
 
 @pytest.fixture

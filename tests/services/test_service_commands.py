@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import grpc
@@ -89,11 +89,22 @@ class Service:
             self.process.wait()
 
 
+Start = Callable[[Sequence[str], Path, int, str], Service]
+
+
 @pytest.fixture
-def services() -> Iterator[list[Service]]:
-    """Processes started by a test; whatever still runs at the end is killed."""
+def start() -> Iterator[Start]:
+    """start(args, logs, port, name): a `cheems` process, once health says SERVING for "", `name` and
+    liveness on `port`; whatever still runs at the end of the test is killed."""
     started: list[Service] = []
-    yield started
+
+    def run(args: Sequence[str], logs: Path, port: int, name: str) -> Service:
+        service = Service(args, logs)
+        started.append(service)
+        service.wait_serving(port, ["", name, LIVENESS])
+        return service
+
+    yield run
     for service in started:
         service.kill()
 
@@ -119,14 +130,15 @@ def test_db_upgrade_twice_is_a_no_op(tmp_path: Path) -> None:
     db_upgrade(url)
 
 
-def test_ingestion_service(db_url: str, tmp_path: Path, services: list[Service]) -> None:
+def test_ingestion_service(db_url: str, tmp_path: Path, start: Start) -> None:
     db_upgrade(db_url)
     port = free_port()
-    service = Service(
-        ["service", "ingestion", "--db", db_url, "--port", str(port), "--host", "127.0.0.1"], tmp_path / "i"
+    service = start(
+        ["service", "ingestion", "--db", db_url, "--port", str(port), "--host", "127.0.0.1"],
+        tmp_path / "i",
+        port,
+        INGESTION_SERVICE,
     )
-    services.append(service)
-    service.wait_serving(port, ["", INGESTION_SERVICE, LIVENESS])
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = ingestion_pb2_grpc.IngestionServiceStub(channel)
         sample = common_pb2.Sample(
@@ -142,7 +154,7 @@ def test_ingestion_service(db_url: str, tmp_path: Path, services: list[Service])
     assert f"ingestion: gRPC 127.0.0.1:{port}" in service.out.read_text()
 
 
-def test_annotation_service(tmp_path: Path, services: list[Service]) -> None:
+def test_annotation_service(tmp_path: Path, start: Start) -> None:
     url = f"sqlite:///{tmp_path / 'c.db'}"
     db_upgrade(url)
     engine = create_engine_for(StoreConfig(url))
@@ -152,11 +164,12 @@ def test_annotation_service(tmp_path: Path, services: list[Service]) -> None:
         )
     engine.dispose()
     port = free_port()
-    service = Service(
-        ["service", "annotation", "--db", url, "--port", str(port), "--host", "127.0.0.1"], tmp_path / "a"
+    service = start(
+        ["service", "annotation", "--db", url, "--port", str(port), "--host", "127.0.0.1"],
+        tmp_path / "a",
+        port,
+        ANNOTATION_SERVICE,
     )
-    services.append(service)
-    service.wait_serving(port, ["", ANNOTATION_SERVICE, LIVENESS])
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = annotation_pb2_grpc.AnnotationServiceStub(channel)
         with pytest.raises(grpc.RpcError) as info:
@@ -176,24 +189,20 @@ def broker() -> Iterator[EmbeddedBroker]:
         yield running
 
 
-def test_eval_worker_service(broker: EmbeddedBroker, tmp_path: Path, services: list[Service]) -> None:
+def test_eval_worker_service(broker: EmbeddedBroker, tmp_path: Path, start: Start) -> None:
     port = free_port()
     args = ["service", "eval-worker", "--bootstrap", broker.bootstrap, "--scorer-url", "127.0.0.1:1"]
-    service = Service([*args, "--health-port", str(port)], tmp_path / "w")
-    services.append(service)
-    service.wait_serving(port, ["", "cheems.evaluator.worker", LIVENESS])
+    service = start([*args, "--health-port", str(port)], tmp_path / "w", port, "cheems.evaluator.worker")
     assert service.stop() == 0, service.output()
     assert f"worker: health on :{port}" in service.out.read_text()
 
 
-def test_eval_sink_service_finishes_a_run(broker: EmbeddedBroker, tmp_path: Path, services: list[Service]) -> None:
+def test_eval_sink_service_finishes_a_run(broker: EmbeddedBroker, tmp_path: Path, start: Start) -> None:
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     db_upgrade(url)
     port = free_port()
     args = ["service", "eval-sink", "--bootstrap", broker.bootstrap, "--db", url, "--health-port", str(port)]
-    service = Service(args, tmp_path / "s")
-    services.append(service)
-    service.wait_serving(port, ["", "cheems.evaluator.sink", LIVENESS])
+    service = start(args, tmp_path / "s", port, "cheems.evaluator.sink")
     engine = create_engine_for(StoreConfig(url))
     publisher = Publisher(broker.bootstrap)
     try:
@@ -222,14 +231,12 @@ def test_eval_sink_service_finishes_a_run(broker: EmbeddedBroker, tmp_path: Path
     assert service.stop() == 0, service.output()
 
 
-def test_evaluation_service_starts_a_run(broker: EmbeddedBroker, tmp_path: Path, services: list[Service]) -> None:
+def test_evaluation_service_starts_a_run(broker: EmbeddedBroker, tmp_path: Path, start: Start) -> None:
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     db_upgrade(url)
     port = free_port()
     args = ["service", "evaluation", "--bootstrap", broker.bootstrap, "--db", url, "--bench-root", str(SAMPLE)]
-    service = Service([*args, "--port", str(port), "--host", "127.0.0.1"], tmp_path / "e")
-    services.append(service)
-    service.wait_serving(port, ["", EVALUATION_SERVICE, LIVENESS])
+    service = start([*args, "--port", str(port), "--host", "127.0.0.1"], tmp_path / "e", port, EVALUATION_SERVICE)
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = evaluation_pb2_grpc.EvaluationServiceStub(channel)
         request = evaluation_pb2.StartRunRequest(bench_files=["open.jsonl"], scorer_url="127.0.0.1:1")

@@ -67,7 +67,7 @@ def encode_many(
         raise ValueError(f"max_length must be >= 1, got {max_length}")
     texts = [render(tokenizer, c) for c in conversations]
     batches = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
-    return [_cut(list(ids), max_length, truncation) for ids in batches]
+    return [cut(list(ids), max_length, truncation) for ids in batches]
 
 
 def encode(
@@ -79,7 +79,8 @@ def encode(
     return encode_many(tokenizer, [conversation], max_length, truncation)[0]
 
 
-def _cut(ids: list[int], max_length: int, truncation: Truncation | str) -> Encoded:
+def cut(ids: list[int], max_length: int, truncation: Truncation | str) -> Encoded:
+    """`ids` cut to max_length per the policy (NONE keeps them whole); full_length remembers the original."""
     truncation = Truncation(truncation)  # plain strings ("left") behave like the members
     if len(ids) <= max_length or truncation is Truncation.NONE:
         return Encoded(ids, len(ids))

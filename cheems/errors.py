@@ -9,6 +9,10 @@ class CheemsError(Exception):
     """Base of every error Cheems raises on purpose."""
 
 
+class PortInUse(CheemsError):
+    """The address a server should listen on is taken (another instance?): it refuses to start."""
+
+
 class FormatError(CheemsError, ValueError):
     """A record in a jsonl file is malformed. The message names the file, the line and the field."""
 

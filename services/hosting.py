@@ -22,8 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from google.protobuf import symbol_database
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+
+from cheems.errors import PortInUse
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +45,55 @@ EVALUATION_PORT = 50056
 # process that is alive but not ready (a model still loading) is taken out of rotation, not restarted.
 LIVENESS = "liveness"
 
+# gRPC lets a second server bind a taken port by default (SO_REUSEPORT) and then splits the
+# connections between the two; every server here refuses instead (`bind` raises PortInUse).
+SERVER_OPTIONS: list[tuple[str, Any]] = [("grpc.so_reuseport", 0)]
+
+
+def bind(server: grpc.Server, address: str, credentials: grpc.ServerCredentials | None = None) -> int:
+    """Listen on `address` (host:port, port 0 = any free one); PortInUse when it is taken."""
+    try:
+        if credentials is not None:
+            return server.add_secure_port(address, credentials)
+        return server.add_insecure_port(address)
+    except RuntimeError as e:
+        raise PortInUse(f"cannot listen on {address}: the address is in use (another server?) ({e})") from None
+
+
+def checked_handler(servicer: Any, service: ServiceDescriptor) -> grpc.GenericRpcHandler:
+    """The unary methods of `servicer` for `service`, with requests parsed here rather than by gRPC.
+
+    gRPC answers a request it cannot parse (truncated bytes, invalid UTF-8 in a string) with
+    INTERNAL "Exception deserializing request!"; that is the client's error, so it gets
+    INVALID_ARGUMENT naming the message type. Register with `server.add_generic_rpc_handlers`.
+    """
+    handlers = {}
+    for method in service.methods:
+        if method.client_streaming or method.server_streaming:
+            raise ValueError(f"{method.full_name}: checked_handler serves unary methods only")
+        request_type = symbol_database.Default().GetSymbol(method.input_type.full_name)
+        handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+            _parsing(getattr(servicer, method.name), request_type),
+            response_serializer=lambda reply: reply.SerializeToString(),
+        )
+    return grpc.method_handlers_generic_handler(service.full_name, handlers)
+
+
+def _parsing(behaviour: Callable[[Any, grpc.ServicerContext], Any], request_type: Any) -> Callable[..., Any]:
+    def handle(raw: bytes, context: grpc.ServicerContext) -> Any:
+        try:
+            request = request_type.FromString(raw)
+        except DecodeError as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not a valid {request_type.DESCRIPTOR.full_name}: {e}")
+        return behaviour(request, context)
+
+    return handle
+
 
 @dataclass(frozen=True)
 class HostConfig:
     port: int  # 0 = any free port
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"  # this machine only; pods pass --host 0.0.0.0
     workers: int = 8  # handler threads
     drain_seconds: float = 10.0  # grace period for in-flight calls after SIGTERM
 
@@ -62,13 +111,13 @@ class GrpcHost:
         self, config: HostConfig, register: Callable[[grpc.Server], None] | None = None, names: Sequence[str] = ()
     ) -> None:
         self.config, self.names = config, tuple(names)
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=config.workers))
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=config.workers), options=SERVER_OPTIONS)
         if register is not None:
             register(self.server)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection([*self.names, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server)
-        self.port = self.server.add_insecure_port(f"{config.host}:{config.port}")
+        self.port = bind(self.server, f"{config.host}:{config.port}")
         self.set_serving(False)
         self.set_alive(True)
         self._stopped = threading.Event()

@@ -3,7 +3,8 @@
 - `TorchBackend`: the model in this process, length-grouped batches (for places without Triton).
 - `TritonBackend`: a Triton server over gRPC (`tritonclient`): ours started by PyTriton
   (`triton_model`), or any Triton serving the same model signature. Sequences are padded to
-  64-token buckets so Triton's dynamic batcher can merge concurrent requests of similar length.
+  length buckets so Triton's dynamic batcher can merge concurrent requests of similar length, and
+  sent in requests of at most Triton's `max_batch_size` rows (Triton rejects larger ones).
 """
 
 from __future__ import annotations
@@ -73,12 +74,19 @@ class TorchBackend:
 class TritonBackend:
     name = "triton"
 
-    def __init__(self, url: str, model_name: str) -> None:
+    def __init__(self, url: str, model_name: str, max_batch_size: int = 64) -> None:
         import tritonclient.grpc as triton_grpc
 
         self._grpc = triton_grpc
-        self.url, self.model_name = url, model_name
+        self.model_name, self.max_batch_size = model_name, max_batch_size
+        self.url = url
         self.client = triton_grpc.InferenceServerClient(url=url)
+
+    def reconnect(self, url: str) -> None:
+        """Point at a restarted Triton; calls in flight on the old one fail as UNAVAILABLE."""
+        old, self.url = self.client, url
+        self.client = self._grpc.InferenceServerClient(url=url)
+        old.close()
 
     def ready(self) -> bool:
         try:
@@ -87,14 +95,15 @@ class TritonBackend:
             return False
 
     def score(self, sequences: Sequence[Sequence[int]], timeout: float | None = None) -> list[float]:
-        """One Triton request per length bucket, in flight together."""
+        """One Triton request per length bucket and chunk of max_batch_size rows, all in flight together.
+
+        `timeout` None waits as long as Triton takes (the caller's deadline is the scorer's business)."""
         pending: list[tuple[list[int], Future[Any]]] = []
-        for padded, members in by_bucket([len(s) for s in sequences]).items():
-            ids = np.zeros((len(members), padded), dtype=np.int64)
-            for row, i in enumerate(members):
-                ids[row, : len(sequences[i])] = sequences[i]
-            lengths = np.array([[len(sequences[i])] for i in members], dtype=np.int64)
-            pending.append((members, self._infer_async(ids, lengths, timeout)))
+        client = self.client
+        for padded, bucket in by_bucket([len(s) for s in sequences]).items():
+            for first in range(0, len(bucket), self.max_batch_size):
+                members = bucket[first : first + self.max_batch_size]
+                pending.append((members, self._infer_async(client, self._rows(sequences, members, padded), timeout)))
         out = [0.0] * len(sequences)
         for members, future in pending:
             result = future.result()
@@ -102,7 +111,17 @@ class TritonBackend:
                 out[i] = v
         return out
 
-    def _infer_async(self, ids: np.ndarray, lengths: np.ndarray, timeout: float | None) -> Future[Any]:
+    @staticmethod
+    def _rows(sequences: Sequence[Sequence[int]], members: list[int], padded: int) -> tuple[np.ndarray, np.ndarray]:
+        """Right-padded ids and true lengths of the `members` rows."""
+        ids = np.zeros((len(members), padded), dtype=np.int64)
+        for row, i in enumerate(members):
+            ids[row, : len(sequences[i])] = sequences[i]
+        lengths = np.array([[len(sequences[i])] for i in members], dtype=np.int64)
+        return ids, lengths
+
+    def _infer_async(self, client: Any, rows: tuple[np.ndarray, np.ndarray], timeout: float | None) -> Future[Any]:
+        ids, lengths = rows
         inputs = [
             self._grpc.InferInput("input_ids", list(ids.shape), "INT64"),
             self._grpc.InferInput("lengths", list(lengths.shape), "INT64"),
@@ -117,13 +136,16 @@ class TritonBackend:
             else:
                 future.set_result(result)
 
-        self.client.async_infer(
-            self.model_name,
-            inputs,
-            done,
-            client_timeout=timeout,
-            outputs=[self._grpc.InferRequestedOutput("rewards")],
-        )
+        try:
+            client.async_infer(
+                self.model_name,
+                inputs,
+                done,
+                client_timeout=timeout,
+                outputs=[self._grpc.InferRequestedOutput("rewards")],
+            )
+        except Exception as e:  # a client closed by `reconnect` refuses new calls
+            future.set_exception(BackendUnavailable(f"Triton at {self.url} is unreachable: {e}"))
         return future
 
     def _translate(self, error: Any) -> ScorerError:
@@ -131,7 +153,7 @@ class TritonBackend:
         text = str(error)
         if "DEADLINE_EXCEEDED" in status or "Deadline" in text:
             return DeadlineExceeded(f"Triton did not answer within the deadline: {text}")
-        if "UNAVAILABLE" in status or "unavailable" in text.lower() or "connect" in text.lower():
+        if any(code in status for code in ("UNAVAILABLE", "CANCELLED")) or "connect" in text.lower():
             return BackendUnavailable(f"Triton at {self.url} is unreachable: {text}")
         return ScorerError(f"Triton inference failed: {text}")
 

@@ -1,4 +1,9 @@
-"""Scorer errors; `grpc_server` and `http_app` map them to gRPC and HTTP statuses at the edge."""
+"""Scorer errors; `grpc_server` and `http_app` map them to gRPC and HTTP statuses at the edge.
+
+Each error has a `reason`: a stable machine-readable word sent with every error reply (gRPC trailing
+metadata `cheems-error-reason`, the JSON body's `reason`), so clients decide on retries from the
+status code and this word, never from message text.
+"""
 
 from cheems.errors import CheemsError
 
@@ -6,18 +11,37 @@ from cheems.errors import CheemsError
 class ScorerError(CheemsError):
     """Base of the scorer's errors."""
 
+    reason = "internal"
+
 
 class InvalidRequest(ScorerError):
     """The request is malformed (no responses, empty prompt): INVALID_ARGUMENT / 400."""
 
+    reason = "invalid_request"
+
 
 class LimitExceeded(ScorerError):
-    """More responses or tokens than the configured limits: RESOURCE_EXHAUSTED / 413."""
+    """More responses, items, bytes or tokens than the configured limits: RESOURCE_EXHAUSTED / 413.
+
+    Sending the same request again fails the same way: clients must not retry it."""
+
+    reason = "limit_exceeded"
 
 
 class BackendUnavailable(ScorerError):
-    """The inference backend (Triton) cannot be reached: UNAVAILABLE / 503."""
+    """The inference backend (Triton) cannot be reached or is restarting: UNAVAILABLE / 503. Retryable."""
+
+    reason = "backend_unavailable"
 
 
 class DeadlineExceeded(ScorerError):
-    """The caller's deadline passed before scores were ready: DEADLINE_EXCEEDED / 504."""
+    """The caller's deadline (or the server's cap per call) passed first: DEADLINE_EXCEEDED / 504."""
+
+    reason = "deadline_exceeded"
+
+
+class ClientGone(ScorerError):
+    """The caller cancelled or disconnected; the rest of its work is dropped: CANCELLED / 499."""
+
+    reason = "cancelled"
+

@@ -1,6 +1,10 @@
 """gRPC adapter: `cheems.v1.RewardService` plus health, reflection and bearer-token auth.
 
-Servicers only decode, call `Scorer`, and encode; scorer errors become gRPC statuses here.
+Servicers only decode, call `Scorer`, and encode; scorer errors become gRPC statuses here, each with
+trailing metadata `cheems-error-reason` (the error's `reason`) so clients decide on retries without
+reading message text. Requests are parsed by `hosting.checked_handler`, so bytes that are not a
+valid request get INVALID_ARGUMENT. A call without a deadline (grpcurl, Go and Java stubs) is fine:
+it gets the server's `max_call_seconds`.
 """
 
 from __future__ import annotations
@@ -16,25 +20,30 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from cheems.v1 import reward_pb2, reward_pb2_grpc
-from services.hosting import LIVENESS
+from cheems.v1 import reward_pb2
+from services.hosting import LIVENESS, SERVER_OPTIONS, bind, checked_handler
 from services.scorer.config import ScorerConfig
+from services.scorer.deadline import Deadline
 from services.scorer.errors import (
     BackendUnavailable,
+    ClientGone,
     DeadlineExceeded,
     InvalidRequest,
     LimitExceeded,
     ScorerError,
 )
-from services.scorer.service import Scorer
+from services.scorer.service import ScoreArgs, Scorer, Scores
 
 log = logging.getLogger(__name__)
-SERVICE = reward_pb2.DESCRIPTOR.services_by_name["RewardService"].full_name
+SERVICE_DESCRIPTOR = reward_pb2.DESCRIPTOR.services_by_name["RewardService"]
+SERVICE = SERVICE_DESCRIPTOR.full_name
+REASON_KEY = "cheems-error-reason"
 STATUS = [
     (InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT),
     (LimitExceeded, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (BackendUnavailable, grpc.StatusCode.UNAVAILABLE),
     (DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (ClientGone, grpc.StatusCode.CANCELLED),
     (ScorerError, grpc.StatusCode.INTERNAL),
 ]
 
@@ -43,13 +52,18 @@ def status_of(error: ScorerError) -> grpc.StatusCode:
     return next(code for kind, code in STATUS if isinstance(error, kind))
 
 
-class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
+def score_args(request: reward_pb2.ScoreRequest) -> ScoreArgs:
+    history = [(m.role, m.content) for m in request.history]
+    return ScoreArgs(request.prompt, list(request.responses), request.system_prompt, history)
+
+
+class RewardServicer:
+    """The methods of cheems.v1.RewardService (registered through `checked_handler`)."""
+
     def __init__(self, scorer: Scorer, model_name: str) -> None:
         self.scorer, self.model_name = scorer, model_name
 
-    def _reply(self, request: reward_pb2.ScoreRequest, timeout: float | None) -> reward_pb2.ScoreResponse:
-        history = [(m.role, m.content) for m in request.history]
-        s = self.scorer.score(request.prompt, list(request.responses), request.system_prompt, history, timeout)
+    def _encode(self, request: reward_pb2.ScoreRequest, s: Scores) -> reward_pb2.ScoreResponse:
         return reward_pb2.ScoreResponse(
             scores=s.scores,
             best_index=s.best_index,
@@ -59,34 +73,40 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
             timings=reward_pb2.Timings(queue_ms=s.queue_ms, inference_ms=s.inference_ms, total_ms=s.total_ms),
         )
 
-    def _call(self, api: str, context: grpc.ServicerContext, work: Callable[[float | None], Any]) -> Any:
+    def _call(self, api: str, context: grpc.ServicerContext, work: Callable[[Deadline], Any]) -> Any:
         metrics = self.scorer.metrics
         started = time.perf_counter()
+        deadline = self.scorer.deadline(context.time_remaining(), context.is_active)
         try:
-            reply = work(context.time_remaining())
+            reply = work(deadline)
         except ScorerError as e:
             code = status_of(e)
             metrics.requests.labels(api, code.name).inc()
             log.info("%s -> %s: %s", api, code.name, e)
+            context.set_trailing_metadata(((REASON_KEY, e.reason),))
             context.abort(code, str(e))
         metrics.requests.labels(api, "OK").inc()
         metrics.latency.labels(api).observe(time.perf_counter() - started)
         return reply
 
     def Score(self, request: reward_pb2.ScoreRequest, context: grpc.ServicerContext) -> reward_pb2.ScoreResponse:
-        return self._call("Score", context, lambda timeout: self._reply(request, timeout))
+        return self._call(
+            "Score", context, lambda deadline: self._encode(request, self.scorer.score(score_args(request), deadline))
+        )
 
     def ScoreBatch(
         self, request: reward_pb2.ScoreBatchRequest, context: grpc.ServicerContext
     ) -> reward_pb2.ScoreBatchResponse:
-        def work(timeout: float | None) -> reward_pb2.ScoreBatchResponse:
-            results = []
-            for i, item in enumerate(request.items):
-                try:
-                    results.append(self._reply(item, timeout))
-                except ScorerError as e:
-                    raise type(e)(f"items[{i}]: {e}") from e
-            return reward_pb2.ScoreBatchResponse(results=results)
+        def work(deadline: Deadline) -> reward_pb2.ScoreBatchResponse:
+            limit = self.scorer.config.max_batch_items
+            if len(request.items) > limit:
+                raise LimitExceeded(f"{len(request.items)} items exceed the limit of {limit} per ScoreBatch call")
+            if not request.items:
+                raise InvalidRequest("items is empty: send at least one ScoreRequest")
+            results = self.scorer.score_many([score_args(item) for item in request.items], deadline)
+            return reward_pb2.ScoreBatchResponse(
+                results=[self._encode(item, s) for item, s in zip(request.items, results, strict=True)]
+            )
 
         return self._call("ScoreBatch", context, work)
 
@@ -103,7 +123,7 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
 
 def bearer_ok(metadata: Any, token: str) -> bool:
     values = [v for k, v in (metadata or ()) if k == "authorization"]
-    return bool(values) and hmac.compare_digest(str(values[0]), f"Bearer {token}")
+    return bool(values) and hmac.compare_digest(str(values[0]).encode(), f"Bearer {token}".encode())
 
 
 class BearerAuth(grpc.ServerInterceptor):
@@ -124,31 +144,41 @@ class BearerAuth(grpc.ServerInterceptor):
 
 
 def create_server(config: ScorerConfig, scorer: Scorer, model_name: str) -> tuple[grpc.Server, int, Any]:
-    """(server, bound port, health servicer). Health says NOT_SERVING until `mark_serving`."""
+    """(server, bound port, health servicer). Health says NOT_SERVING until `set_health`; PortInUse
+    when the port is taken."""
     interceptors = [BearerAuth(config.auth_token)] if config.auth_token else []
     options = [
+        *SERVER_OPTIONS,
         ("grpc.max_receive_message_length", config.max_message_bytes),
         ("grpc.max_send_message_length", config.max_message_bytes),
     ]
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.workers), interceptors=interceptors, options=options
     )
-    reward_pb2_grpc.add_RewardServiceServicer_to_server(RewardServicer(scorer, model_name), server)
+    server.add_generic_rpc_handlers((checked_handler(RewardServicer(scorer, model_name), SERVICE_DESCRIPTOR),))
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     set_health(health_servicer, serving=False)
-    health_servicer.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)  # alive while loading: no restart
+    set_alive(health_servicer, alive=True)  # alive while loading: no restart
     reflection.enable_server_reflection([SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
-    address = f"{config.host}:{config.grpc_port}"
+    credentials = None
     if config.tls_cert:
         with open(config.tls_key, "rb") as k, open(config.tls_cert, "rb") as c:
-            port = server.add_secure_port(address, grpc.ssl_server_credentials([(k.read(), c.read())]))
-    else:
-        port = server.add_insecure_port(address)
+            credentials = grpc.ssl_server_credentials([(k.read(), c.read())])
+    port = bind(server, f"{config.host}:{config.grpc_port}", credentials)
     return server, port, health_servicer
 
 
+def _status(ok: bool) -> Any:
+    return health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING
+
+
 def set_health(servicer: Any, serving: bool) -> None:
-    status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+    """Readiness: "" and the RewardService name."""
     for name in ("", SERVICE):
-        servicer.set(name, status)
+        servicer.set(name, _status(serving))
+
+
+def set_alive(servicer: Any, alive: bool) -> None:
+    """Liveness (`liveness`): NOT_SERVING makes the orchestrator restart the process."""
+    servicer.set(LIVENESS, _status(alive))

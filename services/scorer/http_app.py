@@ -27,7 +27,7 @@ from services.scorer.errors import (
     LimitExceeded,
     ScorerError,
 )
-from services.scorer.service import Scorer
+from services.scorer.service import ScoreArgs, Scorer
 
 HTTP_STATUS = [
     (InvalidRequest, 400),
@@ -82,8 +82,9 @@ def create_app(scorer: Scorer, is_ready: Callable[[], bool], auth_token: str = "
         queries = _strings(body, "query")
         if not queries:
             raise InvalidRequest("query is empty")
-        rewards = scorer.score_queries(queries)
-        return {"rewards": rewards, "scores": rewards, "extra_logs": {"reward": rewards}}
+        result = scorer.score_queries(queries)
+        rewards = result.rewards
+        return {"rewards": rewards, "scores": rewards, "extra_logs": {"query_tokens": result.query_tokens}}
 
     def score(body: dict[str, Any]) -> dict[str, Any]:
         prompt = body.get("prompt")
@@ -93,10 +94,12 @@ def create_app(scorer: Scorer, is_ready: Callable[[], bool], auth_token: str = "
         if not isinstance(history, list) or not all(isinstance(t, list) and len(t) == 2 for t in history):
             raise InvalidRequest("history must be a list of [role, content] pairs")
         s = scorer.score(
-            prompt,
-            _strings(body, "responses"),
-            str(body.get("system_prompt") or ""),
-            [(str(r), str(c)) for r, c in history],
+            ScoreArgs(
+                prompt,
+                _strings(body, "responses"),
+                str(body.get("system_prompt") or ""),
+                [(str(r), str(c)) for r, c in history],
+            )
         )
         return {
             "scores": s.scores,

@@ -1,7 +1,12 @@
 """Turning Score requests into token sequences and scores into replies: pure, no I/O.
 
-The chat template and tokenization are `cheems.chat`, the same function the trainer uses, so a
+The chat template and tokenization are `cheems.chat`, the same functions the trainer uses, so a
 checkpoint scores here exactly as it scored during training.
+
+Length is checked before tokenizing: no token of the vocabulary spans more than `longest_token`
+characters, so a text of more than `max_length * longest_token` characters is over length for
+certain. Such a text is rejected at once (truncation "error") or clipped to that many characters on
+the side truncation would drop anyway, so one 60 MB response costs what a max-length one costs.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cheems.chat import Conversation, Encoded, Truncation, encode_many
+from cheems.chat import Conversation, Encoded, Truncation, cut, render
 from services.scorer.errors import InvalidRequest, LimitExceeded
 
 
@@ -50,16 +55,51 @@ def make_job(
     return ScoreJob(prompt, tuple(responses), system_prompt or None, tuple(history))
 
 
-def tokenize_job(tokenizer: Any, job: ScoreJob, max_length: int, truncation: Truncation) -> list[Encoded]:
-    """Token ids per response; LimitExceeded when one is too long and the policy does not truncate."""
-    encoded = encode_many(tokenizer, job.conversations(), max_length, truncation)
-    for i, e in enumerate(encoded):
+def longest_token(tokenizer: Any) -> int:
+    """Characters in the vocabulary's longest token string (an upper bound of characters per token)."""
+    return max((len(t) for t in tokenizer.get_vocab()), default=1)
+
+
+def clip(text: str, budget: int, truncation: Truncation) -> str:
+    """At most `budget` characters, kept from the side the truncation policy keeps."""
+    if len(text) <= budget or truncation is Truncation.NONE:
+        return text
+    return text[-budget:] if truncation is Truncation.LEFT else text[:budget]
+
+
+def tokenize_texts(
+    tokenizer: Any, texts: Sequence[str], max_length: int, truncation: Truncation, budget: int, field: str
+) -> list[Encoded]:
+    """Token ids per text; LimitExceeded (naming `field[i]`) when one is too long and the policy does not cut."""
+    for i, text in enumerate(texts):
+        if len(text) > budget and truncation is Truncation.NONE:
+            raise LimitExceeded(
+                f"{field}[{i}] is {len(text)} characters with its prompt, more than max_length {max_length} "
+                "tokens can hold (the server does not truncate)"
+            )
+    clipped = [clip(t, budget, truncation) for t in texts]
+    ids = tokenizer(clipped, add_special_tokens=False)["input_ids"] if clipped else []
+    encoded = []
+    for i, (text, row) in enumerate(zip(texts, ids, strict=True)):
+        e = cut(list(row), max_length, truncation)
+        if len(text) > budget:  # clipped before tokenizing: it was over length, whatever is left
+            e = Encoded(e.input_ids, max(e.full_length, max_length + 1))
         if len(e.input_ids) > max_length:
             raise LimitExceeded(
-                f"responses[{i}] is {e.full_length} tokens with its prompt, over max_length {max_length} "
+                f"{field}[{i}] is {e.full_length} tokens with its prompt, over max_length {max_length} "
                 "(the server does not truncate)"
             )
+        encoded.append(e)
     return encoded
+
+
+def tokenize_job(
+    tokenizer: Any, job: ScoreJob, max_length: int, truncation: Truncation, budget: int | None = None
+) -> list[Encoded]:
+    """Token ids per response of a job, through the shared chat template."""
+    texts = [render(tokenizer, c) for c in job.conversations()]
+    budget = budget if budget is not None else max_length * longest_token(tokenizer)
+    return tokenize_texts(tokenizer, texts, max_length, truncation, budget, "responses")
 
 
 def best_index(scores: Sequence[float]) -> int:
@@ -67,9 +107,16 @@ def best_index(scores: Sequence[float]) -> int:
 
 
 def query_text(query: str, pad_token: str | None, eos_token: str) -> str:
-    """An OpenRLHF query (prompt and response already templated): pads and eos stripped, one eos appended."""
+    """An OpenRLHF query (prompt and response already templated): pads and eos stripped from both
+    ends (left-padded batches carry leading pads), one eos appended."""
     text = query.strip()
-    for token in (pad_token, eos_token):
-        while token and text.endswith(token):
-            text = text[: -len(token)].rstrip()
+    tokens = [t for t in (pad_token, eos_token) if t]
+    changed = True
+    while changed:
+        changed = False
+        for token in tokens:
+            if text.endswith(token):
+                text, changed = text[: -len(token)].rstrip(), True
+            if text.startswith(token):
+                text, changed = text[len(token) :].lstrip(), True
     return text + eos_token

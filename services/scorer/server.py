@@ -6,6 +6,10 @@
 
 `serve(config)` runs until SIGTERM/SIGINT, then drains: health turns NOT_SERVING, in-flight calls
 get `drain_seconds` to finish, then HTTP, Triton and the process stop.
+
+A `Supervisor` keeps health truthful: readiness follows the backend; a crashed PyTriton-started
+Triton is restarted (`triton_restarts` attempts); when that fails liveness turns NOT_SERVING and
+`serve` exits with status 1, for the orchestrator to start a new process.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from typing import Any
 
 from services.scorer.backends import Backend, TorchBackend, TritonBackend
 from services.scorer.config import ScorerConfig
-from services.scorer.grpc_server import create_server, set_health
+from cheems.errors import PortInUse
+from services.scorer.grpc_server import create_server, set_alive, set_health
 from services.scorer.http_app import create_app
 from services.scorer.metrics import ScorerMetrics
 from services.scorer.service import Scorer
+from services.scorer.supervisor import RestartPolicy, State, Supervisor
 from services.scorer.triton_model import TritonHost
 
 log = logging.getLogger(__name__)
@@ -41,20 +47,33 @@ class ScorerServer:
         self._http: Any = None
         self._http_thread: threading.Thread | None = None
         self._stopped = threading.Event()
+        self.failed = threading.Event()  # the backend is gone for good: the process should be replaced
+        self.scorer: Scorer | None = None
+        self.supervisor: Supervisor | None = None
 
     def start(self) -> ScorerServer:
+        """Load, bind and serve; on any failure (a taken port, say) release what was started, then raise."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop(grace=0)
+            raise
+
+    def _start(self) -> ScorerServer:
         from transformers import AutoTokenizer
 
         config = self.config
         tokenizer = AutoTokenizer.from_pretrained(config.model)
         self.backend = self.backend or self._make_backend()
         name = Path(config.model).name or config.model
-        scorer = Scorer(config, self.backend, tokenizer, ScorerMetrics())
+        scorer = self.scorer = Scorer(config, self.backend, tokenizer, ScorerMetrics())
         self._grpc, self.grpc_port, self._health = create_server(config, scorer, name)
         self._grpc.start()
         if config.http_port >= 0:
             self._start_http(scorer)
-        set_health(self._health, serving=self.backend.ready())
+        self.supervisor = self._make_supervisor()
+        self.supervisor.step()
+        self.supervisor.start()
         log.info(
             "scorer serving %s: gRPC :%d, HTTP :%d, backend %s",
             name,
@@ -78,16 +97,57 @@ class ScorerServer:
                 config.queue_delay_us,
             )
             url = self.host.start()
-        return TritonBackend(url, config.triton_model_name)
+        return TritonBackend(url, config.triton_model_name, config.max_batch_size)
+
+    def _make_supervisor(self) -> Supervisor:
+        backend, host = self.backend, self.host
+        assert backend is not None
+        if host is None:
+            return Supervisor(backend.ready, self._publish, interval=self.config.watch_seconds)
+
+        def ready() -> bool:
+            host.note_processes()
+            return host.alive() and backend.ready()
+
+        def restart() -> None:
+            url = host.restart()
+            backend.reconnect(url)  # type: ignore[attr-defined]
+
+        return Supervisor(
+            ready,
+            self._publish,
+            restart,
+            dead=lambda: not host.alive(),
+            policy=RestartPolicy(self.config.triton_restarts),
+            interval=self.config.watch_seconds,
+        )
+
+    def _publish(self, state: State, why: str) -> None:
+        """Health (gRPC and HTTP) and fail-fast calls follow the supervisor."""
+        if self._stopped.is_set() or self.scorer is None:
+            return
+        where = getattr(self.backend, "url", "") or "in process"
+        self.scorer.unavailable = "" if state is State.SERVING else f"the model backend ({where}) is not serving: {why}"
+        set_health(self._health, serving=state is State.SERVING)
+        if state is State.FAILED:
+            set_alive(self._health, alive=False)
+            self.failed.set()
+
+    def ready(self) -> bool:
+        return self.supervisor is not None and self.supervisor.state is State.SERVING
 
     def _start_http(self, scorer: Scorer) -> None:
         import uvicorn
 
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.config.host, self.config.http_port))
+        try:
+            sock.bind((self.config.host, self.config.http_port))
+        except OSError as e:
+            sock.close()
+            raise PortInUse(f"cannot listen on {self.config.host}:{self.config.http_port} for HTTP: {e}") from None
         self.http_port = sock.getsockname()[1]
-        app = create_app(scorer, lambda: bool(self.backend and self.backend.ready()), self.config.auth_token)
+        app = create_app(scorer, self.ready, self.config.auth_token)
         self._http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
         self._http_thread = threading.Thread(target=self._http.run, kwargs={"sockets": [sock]}, daemon=True)
         self._http_thread.start()
@@ -96,6 +156,8 @@ class ScorerServer:
         """Stop accepting calls, let in-flight ones finish within `grace` seconds, release everything."""
         if self._stopped.is_set():
             return
+        if self.supervisor is not None:
+            self.supervisor.stop()
         if self._health is not None:
             set_health(self._health, serving=False)
         if self._grpc is not None:
@@ -131,4 +193,8 @@ def serve(config: ScorerConfig) -> None:
     signal.signal(signal.SIGTERM, drain)
     signal.signal(signal.SIGINT, drain)
     print(f"serving: gRPC {config.host}:{server.grpc_port}  HTTP {config.host}:{server.http_port}", flush=True)
-    server.wait()
+    while not server._stopped.wait(0.5):
+        if server.failed.is_set():
+            log.error("the model backend could not be restarted: stopping, for a fresh process to take over")
+            server.stop(config.drain_seconds)
+            raise SystemExit(1)

@@ -1,21 +1,38 @@
-"""The scoring service: validation, tokenization, backend call, timings. Transport-free.
+"""The scoring service: validation, tokenization, backend calls, deadlines, timings. Transport-free.
 
-Both the gRPC servicer and the HTTP app call `Scorer.score`; they only decode and encode.
+The gRPC servicer and the HTTP app call `Scorer`; they only decode and encode. Every call carries
+one `Deadline`: tokenizing and each round of inference check it (and whether the caller is still
+there), so work for a caller who has gone is dropped instead of computed.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cheems.chat import Encoded
 from services.scorer.backends import Backend
 from services.scorer.config import ScorerConfig
-from services.scorer.errors import DeadlineExceeded
+from services.scorer.deadline import Deadline
+from services.scorer.errors import BackendUnavailable, ScorerError
 from services.scorer.metrics import ScorerMetrics
-from services.scorer.scoring import best_index, make_job, query_text, tokenize_job
+from services.scorer.scoring import ScoreJob, best_index, longest_token, make_job, query_text, tokenize_job
+from services.scorer.scoring import tokenize_texts as tokenize_queries
+from services.scorer.tokenizer_pool import TokenizerPool
+
+ROUND = 4  # inference rounds hold this many Triton batches; the deadline and the caller are checked between
+
+
+@dataclass(frozen=True)
+class ScoreArgs:
+    """One Score request as the transports decode it."""
+
+    prompt: str
+    responses: Sequence[str]
+    system_prompt: str = ""
+    history: Sequence[tuple[str, str]] = ()
 
 
 @dataclass(frozen=True)
@@ -28,52 +45,96 @@ class Scores:
     total_ms: float
 
 
+@dataclass(frozen=True)
+class QueryScores:
+    rewards: list[float]
+    query_tokens: list[int]
+    truncated: list[bool]
+
+
 class Scorer:
     def __init__(self, config: ScorerConfig, backend: Backend, tokenizer: Any, metrics: ScorerMetrics) -> None:
         self.config, self.backend, self.tokenizer, self.metrics = config, backend, tokenizer, metrics
-        self._tokenizer_lock = threading.Lock()  # fast tokenizers are not safe across threads
+        self.tokenizers = TokenizerPool(tokenizer)
+        self.char_budget = config.max_length * longest_token(tokenizer)
+        self.unavailable = ""  # set while the backend is known to be down (the reason); calls fail fast
 
-    def score(
-        self,
-        prompt: str,
-        responses: Sequence[str],
-        system_prompt: str = "",
-        history: Sequence[tuple[str, str]] = (),
-        timeout: float | None = None,
-    ) -> Scores:
-        """Scores of `responses` to `prompt`; raises the scorer's errors for bad input or a failed backend."""
+    def deadline(self, remaining: float | None = None, is_active: Any = None) -> Deadline:
+        """The deadline of a call: the caller's, capped at `max_call_seconds`."""
+        cap = self.config.max_call_seconds
+        return Deadline.of(remaining, cap) if is_active is None else Deadline.of(remaining, cap, is_active)
+
+    def score(self, args: ScoreArgs, deadline: Deadline | None = None) -> Scores:
+        """Scores of one prompt's responses; raises the scorer's errors for bad input or a failed backend."""
+        return self.score_many([args], deadline)[0]
+
+    def score_many(self, items: Sequence[ScoreArgs], deadline: Deadline | None = None) -> list[Scores]:
+        """Several prompts in one pass: all their responses go to the backend together.
+
+        An error in one item names it (`items[i]: ...`) when there is more than one."""
+        deadline = deadline or self.deadline()
         started = time.perf_counter()
-        job = make_job(prompt, responses, system_prompt, history, self.config.max_responses)
-        with self._tokenizer_lock:
-            encoded = tokenize_job(self.tokenizer, job, self.config.max_length, self.config.truncation_policy)
-        values, inference_started = self._infer([e.input_ids for e in encoded], started, timeout)
+        encoded: list[list[Encoded]] = []
+        for i, item in enumerate(items):
+            deadline.check("tokenizing")
+            try:
+                encoded.append(self._tokenize(item))
+            except ScorerError as e:
+                raise type(e)(f"items[{i}]: {e}" if len(items) > 1 else str(e)) from e
+        flat = [e.input_ids for job in encoded for e in job]
+        inference_started = time.perf_counter()
+        self.metrics.queue.observe(inference_started - started)
+        values = self._infer(flat, deadline)
         done = time.perf_counter()
-        return Scores(
-            values,
-            best_index(values),
-            [e.truncated for e in encoded],
-            (inference_started - started) * 1e3,
-            (done - inference_started) * 1e3,
-            (done - started) * 1e3,
-        )
+        out, start = [], 0
+        for job in encoded:
+            scores = values[start : start + len(job)]
+            start += len(job)
+            out.append(
+                Scores(
+                    scores,
+                    best_index(scores),
+                    [e.truncated for e in job],
+                    (inference_started - started) * 1e3,
+                    (done - inference_started) * 1e3,
+                    (done - started) * 1e3,
+                )
+            )
+        return out
 
-    def score_queries(self, queries: Sequence[str], timeout: float | None = None) -> list[float]:
-        """OpenRLHF's remote-RM call: each query is a prompt and response already templated."""
+    def score_queries(self, queries: Sequence[str], deadline: Deadline | None = None) -> QueryScores:
+        """OpenRLHF's remote-RM call: each query is a prompt and response already templated.
+
+        The same length policy as Score: over max_length is an error, or cut when truncation is set."""
+        deadline = deadline or self.deadline()
         eos = self.tokenizer.eos_token or ""
         texts = [query_text(q, self.tokenizer.pad_token, eos) for q in queries]
-        with self._tokenizer_lock:
-            ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
-        values, _ = self._infer([list(x)[-self.config.max_length :] for x in ids], time.perf_counter(), timeout)
-        return values
+        deadline.check("tokenizing")
+        with self.tokenizers.lease() as tokenizer:
+            encoded = tokenize_queries(
+                tokenizer, texts, self.config.max_length, self.config.truncation_policy, self.char_budget, "query"
+            )
+        values = self._infer([e.input_ids for e in encoded], deadline)
+        return QueryScores(values, [len(e.input_ids) for e in encoded], [e.truncated for e in encoded])
 
-    def _infer(self, sequences: list[list[int]], started: float, timeout: float | None) -> tuple[list[float], float]:
-        """Backend scores and the time inference started; DeadlineExceeded if no time is left."""
-        inference_started = time.perf_counter()
-        remaining = None if timeout is None else timeout - (inference_started - started)
-        if remaining is not None and remaining <= 0:
-            raise DeadlineExceeded("the deadline passed before inference started")
-        self.metrics.queue.observe(inference_started - started)
+    def _tokenize(self, item: ScoreArgs) -> list[Encoded]:
+        job: ScoreJob = make_job(
+            item.prompt, item.responses, item.system_prompt, item.history, self.config.max_responses
+        )
+        with self.tokenizers.lease() as tokenizer:
+            return tokenize_job(
+                tokenizer, job, self.config.max_length, self.config.truncation_policy, self.char_budget
+            )
+
+    def _infer(self, sequences: list[list[int]], deadline: Deadline) -> list[float]:
+        """Backend scores in rounds; between rounds the deadline and the caller are checked."""
+        if self.unavailable:
+            raise BackendUnavailable(self.unavailable)
         self.metrics.batch_size.observe(len(sequences))
-        values = self.backend.score(sequences, remaining)
+        step = self.config.max_batch_size * ROUND
+        values: list[float] = []
+        for start in range(0, len(sequences), step):
+            left = deadline.check("inference")
+            values += self.backend.score(sequences[start : start + step], left)
         self.metrics.responses.inc(len(sequences))
-        return values, inference_started
+        return values

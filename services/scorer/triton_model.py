@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from services.scorer import processes
 from services.scorer.backends import score_in_groups
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,11 @@ def use_running_libpython() -> None:
 
 
 class TritonHost:
-    """Starts tritonserver (PyTriton) with the RM bound; `url` is its gRPC endpoint."""
+    """Starts tritonserver (PyTriton) with the RM bound; `url` is its gRPC endpoint.
+
+    `start` again after a crash brings up a new server (new ports) with the model already loaded.
+    `stop` leaves no process behind: what is left of the server's tree after PyTriton's own stop
+    (Python-backend stubs orphaned by a killed server) is killed."""
 
     def __init__(self, model_dir: str, name: str, device: str, max_batch_size: int, queue_delay_us: int) -> None:
         self.model_dir, self.name, self.device = model_dir, name, device
@@ -66,6 +71,26 @@ class TritonHost:
         self.triton: Any = None
         self.url = ""
         self.log_file = ""
+        self._model: Any = None
+        self._seen: set[processes.Proc] = set()
+
+    @property
+    def pid(self) -> int | None:
+        """The tritonserver process id (PyTriton keeps it in private attributes; None if not found)."""
+        server = getattr(self.triton, "_triton_server", None)
+        return getattr(getattr(server, "_tritonserver_running_cmd", None), "pid", None)
+
+    def alive(self) -> bool:
+        return self.triton is not None and bool(self.triton.is_alive())
+
+    def note_processes(self) -> None:
+        """Remember tritonserver's process tree (called while it runs), to clean up after a crash."""
+        if (pid := self.pid) is not None:
+            self._seen.update(processes.tree(pid))
+
+    def restart(self) -> str:
+        self.stop()
+        return self.start()
 
     def start(self) -> str:
         from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
@@ -75,8 +100,10 @@ class TritonHost:
 
         logging.getLogger("pytriton").setLevel(logging.WARNING)
         use_running_libpython()
-        model, _ = load_model(self.model_dir)
-        model.to(self.device).eval()
+        if self._model is None:
+            self._model, _ = load_model(self.model_dir)
+            self._model.to(self.device).eval()
+        model = self._model
         grpc_port = free_port()
         self.log_file = os.path.join(tempfile.gettempdir(), f"cheems-triton-{grpc_port}.log")
         config = TritonConfig(
@@ -105,11 +132,19 @@ class TritonHost:
             strict=True,
         )
         self.triton.run()
+        self.note_processes()
         self.url = f"127.0.0.1:{grpc_port}"
         log.info("Triton serving %s at %s (server log: %s)", self.name, self.url, self.log_file)
         return self.url
 
     def stop(self) -> None:
         if self.triton is not None:
-            self.triton.stop()
+            self.note_processes()
+            try:
+                self.triton.stop()
+            except Exception as e:  # a server that died hard can make PyTriton's clean-up fail
+                log.warning("stopping Triton: %s", e)
             self.triton = None
+        for p in processes.kill(sorted(self._seen, key=lambda p: p.pid)):
+            log.warning("killed leftover Triton process %d", p.pid)
+        self._seen.clear()

@@ -26,6 +26,9 @@ app = typer.Typer(
 )
 F = TypeVar("F", bound=Callable[..., Any])
 # Options several commands share, read from the environment the Kubernetes manifests set.
+ListenHost = Annotated[
+    str, typer.Option(help="Address to listen on: 127.0.0.1 = this machine only (default); 0.0.0.0 in a pod.")
+]
 DatabaseUrl = Annotated[str, typer.Option(envvar="CHEEMS_DATABASE_URL", help="SQLAlchemy URL.")]
 KafkaBootstrap = Annotated[str, typer.Option(envvar="CHEEMS_KAFKA_BOOTSTRAP", help="Kafka bootstrap servers.")]
 
@@ -395,7 +398,7 @@ def serve_command(
     http_port: Annotated[int, typer.Option(help="HTTP port (0 = any free port, -1 = none).")] = 8000,
     backend: Annotated[str, typer.Option(help="triton (PyTriton, or --triton-url) or torch (in-process).")] = "triton",
     triton_url: Annotated[str, typer.Option(help="host:port of an external Triton gRPC endpoint.")] = "",
-    host: Annotated[str, typer.Option()] = "0.0.0.0",
+    host: ListenHost = "127.0.0.1",
     max_responses: Annotated[int, typer.Option(min=1)] = 64,
     max_length: Annotated[int, typer.Option(min=1)] = 2048,
     truncation: Annotated[str, typer.Option(help="error | left | right for over-length inputs.")] = "error",
@@ -404,6 +407,18 @@ def serve_command(
     tls_cert: Annotated[str, typer.Option(help="PEM certificate (with --tls-key) for TLS on gRPC.")] = "",
     tls_key: Annotated[str, typer.Option()] = "",
     device: Annotated[str, typer.Option()] = "cpu",
+    max_batch_items: Annotated[int, typer.Option(min=1, help="Items per ScoreBatch call.")] = 128,
+    max_queries: Annotated[int, typer.Option(min=1, help="Queries per HTTP /get_reward call.")] = 4096,
+    max_message_bytes: Annotated[
+        int, typer.Option(min=1024, help="Largest request in bytes (gRPC message and HTTP body).")
+    ] = 64 * 1024 * 1024,
+    max_call_seconds: Annotated[
+        float, typer.Option(help="Limit per call; calls without a deadline (grpcurl, Go stubs) get this one.")
+    ] = 300.0,
+    triton_restarts: Annotated[
+        int, typer.Option(min=0, help="Restarts of a crashed Triton before giving up (exit 1, liveness fails).")
+    ] = 3,
+    drain_seconds: Annotated[float, typer.Option(help="Grace for in-flight calls on SIGTERM.")] = 10.0,
 ) -> None:
     """Serve a reward model: gRPC cheems.v1.RewardService/Score and HTTP POST /get_reward."""
     from services.scorer.config import ScorerConfig
@@ -425,6 +440,12 @@ def serve_command(
             tls_cert=tls_cert,
             tls_key=tls_key,
             device=device,
+            max_batch_items=max_batch_items,
+            max_queries=max_queries,
+            max_message_bytes=max_message_bytes,
+            max_call_seconds=max_call_seconds,
+            triton_restarts=triton_restarts,
+            drain_seconds=drain_seconds,
         )
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
@@ -498,7 +519,7 @@ def service_ingestion(
     db: DatabaseUrl = "sqlite:///cheems.db",
     bootstrap: Annotated[str, typer.Option(envvar="CHEEMS_KAFKA_BOOTSTRAP", help="Publish sample events here.")] = "",
     port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50052,
-    host: Annotated[str, typer.Option()] = "0.0.0.0",
+    host: ListenHost = "127.0.0.1",
 ) -> None:
     """gRPC cheems.v1.IngestionService with health, until SIGTERM."""
     from services.hosting import HostConfig
@@ -512,7 +533,7 @@ def service_ingestion(
 def service_annotation(
     db: DatabaseUrl = "sqlite:///cheems.db",
     port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50053,
-    host: Annotated[str, typer.Option()] = "0.0.0.0",
+    host: ListenHost = "127.0.0.1",
 ) -> None:
     """gRPC cheems.v1.AnnotationService with health, until SIGTERM."""
     from services.annotation.server import serve
@@ -530,7 +551,7 @@ def service_evaluation(
     ],
     db: DatabaseUrl = "sqlite:///cheems.db",
     port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50056,
-    host: Annotated[str, typer.Option()] = "0.0.0.0",
+    host: ListenHost = "127.0.0.1",
 ) -> None:
     """gRPC cheems.v1.EvaluationService (StartRun, GetRun) with health, until SIGTERM."""
     from evaluator.server import EvaluationConfig, serve
@@ -548,11 +569,12 @@ def service_eval_worker(
     bootstrap: KafkaBootstrap,
     token: Annotated[str, typer.Option(envvar="CHEEMS_SCORER_TOKEN")] = "",
     health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50054,
+    host: ListenHost = "127.0.0.1",
 ) -> None:
     """Score worker: score requests from Kafka -> RewardService -> scores to Kafka, until SIGTERM."""
     from evaluator.pipeline import serve
 
-    serve("worker", bootstrap, "", scorer_url, token=token, health_port=health_port)
+    serve("worker", bootstrap, "", scorer_url, token=token, health_port=health_port, health_host=host)
 
 
 @service.command("eval-sink")
@@ -561,11 +583,12 @@ def service_eval_sink(
     bootstrap: KafkaBootstrap,
     db: DatabaseUrl = "sqlite:///cheems.db",
     health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50055,
+    host: ListenHost = "127.0.0.1",
 ) -> None:
     """Result sink: scores from Kafka -> eval_scores; completed runs -> metrics and eval results, until SIGTERM."""
     from evaluator.pipeline import serve
 
-    serve("sink", bootstrap, db, health_port=health_port)
+    serve("sink", bootstrap, db, health_port=health_port, health_host=host)
 
 
 if __name__ == "__main__":

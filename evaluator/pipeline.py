@@ -320,6 +320,7 @@ def serve(
     token: str = "",
     health_port: int = -1,
     stale_after: float = 600.0,
+    health_host: str = "127.0.0.1",
 ) -> None:
     """Run a worker or the sink until SIGTERM/SIGINT; with `health_port` >= 0, gRPC health from a heartbeat."""
     import signal
@@ -337,7 +338,9 @@ def serve(
     )
     host, on_poll = None, None
     if health_port >= 0:
-        host = GrpcHost(HostConfig(port=health_port, workers=2), names=[f"cheems.evaluator.{role}"]).start()
+        host = GrpcHost(
+            HostConfig(port=health_port, host=health_host, workers=2), names=[f"cheems.evaluator.{role}"]
+        ).start()
         heartbeat = Heartbeat(host, stale_after)
         heartbeat.beat()
         heartbeat.watch(stop)
@@ -362,6 +365,17 @@ if __name__ == "__main__":
     parser.add_argument("--delay", type=float, default=float(os.environ.get("CHEEMS_SINK_DELAY", "0")))
     parser.add_argument("--group", default="", help="consumer group (default: the role's shared group)")
     parser.add_argument("--health-port", type=int, default=-1, help="gRPC health port (-1 = none)")
+    parser.add_argument("--host", default="127.0.0.1", help="address of the health port (0.0.0.0 in a pod)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO)
-    serve(args.role, args.bootstrap, args.db, args.scorer_url, args.delay, args.group, args.token, args.health_port)
+    serve(
+        args.role,
+        args.bootstrap,
+        args.db,
+        args.scorer_url,
+        args.delay,
+        args.group,
+        args.token,
+        args.health_port,
+        health_host=args.host,
+    )

@@ -138,6 +138,15 @@ def test_ports_equal_the_code(path: str) -> None:
             assert port["targetPort"] in named and named[port["targetPort"]] == port["port"], f"Service {name}"
 
 
+@pytest.mark.parametrize("path", APP_OVERLAYS)
+def test_listeners_bind_every_interface_in_pods(path: str) -> None:
+    """Services listen on 127.0.0.1 unless told otherwise; in a pod, probes and peers need the pod IP."""
+    for where, _pod, container in cheems_containers(path):
+        command, _cli_command, values = resolve(container["args"])
+        if command in ROLE_PORTS:
+            assert values.get("host") == "0.0.0.0", f"{where}: `cheems {' '.join(command)}` needs --host=0.0.0.0"
+
+
 def test_the_cli_defaults_are_the_hosting_ports() -> None:
     for command, ports in ROLE_PORTS.items():
         _, cli_command, _ = resolve(list(command))

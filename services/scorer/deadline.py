@@ -49,10 +49,10 @@ class Deadline:
 
     def check(self, stage: str) -> float:
         """Seconds left; raises DeadlineExceeded when none are, ClientGone when the caller has left."""
-        if not self.is_active():
-            raise ClientGone(f"the caller went away before {stage}")
         left = self.remaining()
-        if left <= 0:
+        if left <= 0:  # first: gRPC also marks a call whose deadline passed as inactive
             whose = "the caller's deadline" if self.caller_set else "the server's limit per call (max_call_seconds)"
             raise DeadlineExceeded(f"{whose} passed before {stage}")
+        if not self.is_active():
+            raise ClientGone(f"the caller went away before {stage}")
         return left

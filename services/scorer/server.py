@@ -192,7 +192,8 @@ def serve(config: ScorerConfig) -> None:
 
     signal.signal(signal.SIGTERM, drain)
     signal.signal(signal.SIGINT, drain)
-    print(f"serving: gRPC {config.host}:{server.grpc_port}  HTTP {config.host}:{server.http_port}", flush=True)
+    http = f"{config.host}:{server.http_port}" if config.http_port >= 0 else "off"
+    print(f"serving: gRPC {config.host}:{server.grpc_port}  HTTP {http}", flush=True)
     while not server._stopped.wait(0.5):
         if server.failed.is_set():
             log.error("the model backend could not be restarted: stopping, for a fresh process to take over")

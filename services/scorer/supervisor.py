@@ -91,8 +91,11 @@ class Supervisor:
     def start(self) -> Supervisor:
         def loop() -> None:
             while not self._stop.wait(self.interval):
-                if self.step() is State.FAILED:
-                    return
+                try:
+                    if self.step() is State.FAILED:
+                        return
+                except Exception:  # one failed check must not end the watch and freeze health
+                    log.exception("backend check failed")
 
         self._thread = threading.Thread(target=loop, name="scorer-supervisor", daemon=True)
         self._thread.start()

@@ -21,9 +21,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from cheems.errors import PortInUse
 from services.scorer.backends import Backend, TorchBackend, TritonBackend
 from services.scorer.config import ScorerConfig
-from cheems.errors import PortInUse
 from services.scorer.grpc_server import create_server, set_alive, set_health
 from services.scorer.http_app import create_app
 from services.scorer.metrics import ScorerMetrics

@@ -9,7 +9,10 @@ dominates (hidden 256, 4 layers, real Qwen2 vocabulary; about 450 tokens per res
   (c) ours     - concurrent gRPC Score calls -> Triton (PyTriton, dynamic batching) -> the same model
 Prints responses/s and p50/p99 request latency, and (c)/(b) and (c)/(a) throughput ratios.
 
-    python bench/scorer_bench.py [--requests 48] [--hidden 256] [--layers 4]
+Then GRPO's shape: the TRL reward function (`RewardClient.reward_function()`) on 64 completions,
+8 prompts x 8 each, against one Score of the same 64 responses; prints the medians and Score/reward.
+
+    python bench/scorer_bench.py [--requests 48] [--hidden 256] [--layers 4] [--trl-only] [--trl-chars 450]
 """
 
 from __future__ import annotations
@@ -69,11 +72,41 @@ def run(call: Callable[[str, list[str]], object], requests: list[tuple[str, list
     }
 
 
+def trl_vs_score(client: RewardClient, chars: int, repeats: int = 7, seed: int = 2) -> None:
+    """Median time of the reward function on 8 prompts x 8 completions vs one Score of those 64 responses."""
+    rng = random.Random(seed)
+    prompts = [text(rng, 190) for _ in range(8)]
+    completions = [text(rng, rng.randint(chars * 8 // 9, chars * 10 // 9)) for _ in range(64)]
+    reward = client.reward_function()
+    grouped = [p for p in prompts for _ in range(8)]  # GRPO's order: each prompt's generations together
+
+    def timed(call: Callable[[], object]) -> float:
+        started = time.perf_counter()
+        call()
+        return time.perf_counter() - started
+
+    def by_reward() -> object:
+        return reward(prompts=grouped, completions=completions)
+
+    def by_score() -> object:
+        return client.score(prompts[0], completions)
+
+    by_reward(), by_score()  # warm-up (and the one GetModelInfo)
+    times = [(timed(by_reward), timed(by_score)) for _ in range(repeats)]
+    fn, one = (statistics.median(t) for t in zip(*times, strict=True))
+    print(
+        f"TRL reward function, 8 prompts x 8 completions (~{chars} characters each): {fn * 1e3:.0f} ms; "
+        f"one Score of the 64: {one * 1e3:.0f} ms; Score/reward {one / fn:.2f}x (median of {repeats})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=48)
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--trl-only", action="store_true", help="only the TRL reward function vs Score")
+    parser.add_argument("--trl-chars", type=int, default=450, help="characters per completion there")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tokenizer = build_tokenizer()
@@ -118,6 +151,9 @@ def main() -> None:
             ScorerServer(config) as server,
             RewardClient(f"127.0.0.1:{server.grpc_port}", timeout=600) as client,
         ):
+            if args.trl_only:
+                trl_vs_score(client, args.trl_chars)
+                return
             ours = client.score
             run(ours, warm, 4)
             print(f"{'conc':>4}  {'(a) official':>22}  {'(b) limit':>22}  {'(c) gRPC->Triton':>22}  c/b    c/a")
@@ -135,6 +171,7 @@ def main() -> None:
                     f"      (b) used {'batched' if b is b_batch else 'one-by-one'} forwards "
                     f"(batched {b_batch['rps']:.1f}/s vs one-by-one {per_response['rps']:.1f}/s)"
                 )
+            trl_vs_score(client, args.trl_chars)
     print("cells: responses/s, p50 and p99 request latency")
 
 

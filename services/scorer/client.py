@@ -4,7 +4,10 @@ from services.scorer.client import RewardClient
 with RewardClient("localhost:50051") as rm:
     scores = rm.score("你好", ["你好！", "有什么可以帮你？"])
     best = rm.best_of_n("写一句诗", candidates)
-    reward_fn = rm.reward_function()      # TRL-style: (prompts, completions, **kw) -> list[float]
+    reward_fn = rm.reward_function()      # TRL's GRPOTrainer(reward_funcs=reward_fn): plain or conversational
+
+Retries follow the server's contract, never message text: UNAVAILABLE is retried, RESOURCE_EXHAUSTED
+only when the trailing metadata `cheems-error-reason` says `overloaded`, anything else is raised at once.
 """
 
 from __future__ import annotations
@@ -12,15 +15,19 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
 from cheems.v1 import common_pb2, reward_pb2, reward_pb2_grpc
 
-RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED}
+REASON_KEY = "cheems-error-reason"  # trailing metadata of every error reply of the scorer
+DEFAULT_MAX_RESPONSES = 64  # per ScoreBatch item, when the server does not say
+MAX_ITEMS = 64  # items per ScoreBatch call sent by the reward function
+Reply = TypeVar("Reply")
+History = tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -38,10 +45,88 @@ def _request(prompt: str, responses: Sequence[str], system_prompt: str, history:
     return reward_pb2.ScoreRequest(prompt=prompt, responses=list(responses), system_prompt=system_prompt, history=turns)
 
 
+def error_reason(error: grpc.RpcError) -> str:
+    """The server's `cheems-error-reason` for a failed call; "" when it sent none (an error of gRPC itself)."""
+    read = getattr(error, "trailing_metadata", None)
+    for key, value in (read() if callable(read) else None) or ():
+        if key == REASON_KEY:
+            return value.decode() if isinstance(value, bytes) else str(value)
+    return ""
+
+
 def _retryable(error: grpc.RpcError) -> bool:
-    # RESOURCE_EXHAUSTED from our limits will fail again; only retry it when it is not about the request
+    # a limit (or gRPC's own size check) fails the same way again; only an overloaded server may recover
     code = error.code()
-    return code is grpc.StatusCode.UNAVAILABLE or (code in RETRYABLE and "exceed" not in (error.details() or ""))
+    if code is grpc.StatusCode.UNAVAILABLE:
+        return True
+    return code is grpc.StatusCode.RESOURCE_EXHAUSTED and error_reason(error) == "overloaded"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One (prompt, completion) pair of a TRL batch, reduced to what a Score request holds."""
+
+    prompt: str
+    completion: str
+    system_prompt: str = ""
+    history: History = ()
+
+    @property
+    def key(self) -> tuple[str, str, History]:
+        return self.prompt, self.system_prompt, self.history
+
+
+@dataclass(frozen=True)
+class Group:
+    """Samples sharing one prompt (with its system prompt and history): one ScoreBatch item."""
+
+    key: tuple[str, str, History]
+    indices: tuple[int, ...]  # positions in the reward function's input
+
+
+def _text(content: Any) -> str:
+    """A message's content: a string, or multimodal parts whose text parts are kept."""
+    if isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") for p in content or () if isinstance(p, dict) and p.get("type") == "text")
+
+
+def to_sample(prompt: str | Sequence[dict[str, Any]], completion: str | Sequence[dict[str, Any]]) -> Sample:
+    """TRL's plain (strings) or conversational (lists of {"role", "content"}) format as a Sample.
+
+    A conversational prompt gives its system turns as system prompt, its last user turn as the prompt
+    and the turns before that as history; a prompt without a user turn gets an empty prompt.
+    """
+    text = completion if isinstance(completion, str) else _completion_text(completion)
+    if isinstance(prompt, str):
+        return Sample(prompt, text)
+    system = "\n".join(_text(m.get("content")) for m in prompt if m.get("role") == "system")
+    turns = [(str(m.get("role")), _text(m.get("content"))) for m in prompt if m.get("role") != "system"]
+    last = max((i for i, (role, _) in enumerate(turns) if role == "user"), default=-1)
+    if last < 0:
+        return Sample("", text, system)
+    return Sample(turns[last][1], text, system, tuple(turns[:last]))
+
+
+def _completion_text(completion: Sequence[dict[str, Any]]) -> str:
+    return "\n".join(_text(m.get("content")) for m in completion if m.get("role", "assistant") == "assistant")
+
+
+def group_samples(samples: Sequence[Sample], max_responses: int = DEFAULT_MAX_RESPONSES) -> list[Group]:
+    """Samples grouped by prompt in first-seen order, at most `max_responses` a group; empty prompts left out."""
+    by_key: dict[tuple[str, str, History], list[int]] = {}
+    for i, sample in enumerate(samples):
+        if sample.prompt.strip():
+            by_key.setdefault(sample.key, []).append(i)
+    return [
+        Group(key, tuple(indices[start : start + max_responses]))
+        for key, indices in by_key.items()
+        for start in range(0, len(indices), max_responses)
+    ]
+
+
+def _chunks(groups: list[Group], size: int) -> list[list[Group]]:
+    return [groups[start : start + size] for start in range(0, len(groups), size)]
 
 
 class RewardClient:
@@ -59,6 +144,20 @@ class RewardClient:
         self.metadata = [("authorization", f"Bearer {token}")] if token else []
         self.channel = grpc.secure_channel(target, credentials) if credentials else grpc.insecure_channel(target)
         self.stub = reward_pb2_grpc.RewardServiceStub(self.channel)
+        self._max_responses = 0  # read from GetModelInfo on first need
+
+    def _call(self, method: Callable[..., Reply], request: Any, timeout: float | None) -> Reply:
+        """`method(request)` with retries of what may succeed later, all within one deadline."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        for attempt in range(self.retry.attempts):
+            try:
+                return method(request, timeout=max(0.001, deadline - time.monotonic()), metadata=self.metadata)
+            except grpc.RpcError as e:
+                pause = self.retry.delay(attempt)
+                if not _retryable(e) or attempt + 1 == self.retry.attempts or time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause)
+        raise AssertionError("unreachable")
 
     def score_full(
         self,
@@ -68,17 +167,7 @@ class RewardClient:
         history: Sequence[tuple[str, str]] = (),
         timeout: float | None = None,
     ) -> reward_pb2.ScoreResponse:
-        request = _request(prompt, responses, system_prompt, history)
-        deadline = time.monotonic() + (timeout or self.timeout)
-        for attempt in range(self.retry.attempts):
-            try:
-                return self.stub.Score(request, timeout=max(0.001, deadline - time.monotonic()), metadata=self.metadata)
-            except grpc.RpcError as e:
-                pause = self.retry.delay(attempt)
-                if not _retryable(e) or attempt + 1 == self.retry.attempts or time.monotonic() + pause > deadline:
-                    raise
-                time.sleep(pause)
-        raise AssertionError("unreachable")
+        return self._call(self.stub.Score, _request(prompt, responses, system_prompt, history), timeout)
 
     def score(
         self,
@@ -95,14 +184,31 @@ class RewardClient:
         reply = self.score_full(prompt, candidates, system_prompt)
         return reply.best_index, candidates[reply.best_index], reply.scores[reply.best_index]
 
-    def reward_function(self) -> Any:
-        """A TRL-style reward function: `(prompts, completions, **kwargs) -> list[float]`, one score each."""
+    def model_info(self, timeout: float | None = None) -> reward_pb2.ModelInfo:
+        return self._call(self.stub.GetModelInfo, reward_pb2.ModelInfoRequest(), timeout)
 
-        def reward(prompts: Sequence[str], completions: Sequence[str], **kwargs: Any) -> list[float]:
-            return [self.score(p, [c])[0] for p, c in zip(prompts, completions, strict=True)]
+    def rewards(self, samples: Sequence[Sample], max_items: int = MAX_ITEMS) -> list[float | None]:
+        """One score per sample, in order: each prompt's completions scored together, the prompts in
+        ScoreBatch calls of at most `max_items`; None for a sample with an empty prompt."""
+        if not self._max_responses:
+            self._max_responses = self.model_info().max_responses or DEFAULT_MAX_RESPONSES
+        out: list[float | None] = [None] * len(samples)
+        for chunk in _chunks(group_samples(samples, self._max_responses), max_items):
+            items = [_request(g.key[0], [samples[i].completion for i in g.indices], g.key[1], g.key[2]) for g in chunk]
+            reply = self._call(self.stub.ScoreBatch, reward_pb2.ScoreBatchRequest(items=items), None)
+            for group, result in zip(chunk, reply.results, strict=True):
+                for i, value in zip(group.indices, result.scores, strict=True):
+                    out[i] = value
+        return out
 
-        reward.__name__ = "cheems_reward"
-        return reward
+    def reward_function(self, max_items: int = MAX_ITEMS) -> Callable[..., list[float | None]]:
+        """A reward function for TRL's GRPOTrainer: `fn(prompts=..., completions=..., **kwargs)`, one score
+        per completion (None where the prompt is empty); plain strings and conversational messages alike."""
+
+        def cheems_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+            return self.rewards([to_sample(p, c) for p, c in zip(prompts, completions, strict=True)], max_items)
+
+        return cheems_reward
 
     def close(self) -> None:
         self.channel.close()
@@ -140,7 +246,7 @@ class AsyncRewardClient:
                     request, timeout=max(0.001, deadline - loop.time()), metadata=self.metadata
                 )
                 return list(reply.scores)
-            except grpc.aio.AioRpcError as e:
+            except grpc.aio.AioRpcError as e:  # its trailing_metadata() is a plain method, as _retryable reads it
                 pause = self.retry.delay(attempt)
                 if not _retryable(e) or attempt + 1 == self.retry.attempts or loop.time() + pause > deadline:
                     raise

@@ -12,12 +12,19 @@ Prints responses/s and p50/p99 request latency, and (c)/(b) and (c)/(a) throughp
 Then GRPO's shape: the TRL reward function (`RewardClient.reward_function()`) on 64 completions,
 8 prompts x 8 each, against one Score of the same 64 responses; prints the medians and Score/reward.
 
+Then head-of-line blocking: p99 latency of small Score calls (4 clients) while 50 MB requests keep
+arriving (one sender; the default `--truncation error`, so they are rejected by the length check),
+against their p99 without them; prints with/without (goal <= 2x).
+
     python bench/scorer_bench.py [--requests 48] [--hidden 256] [--layers 4] [--trl-only] [--trl-chars 450]
+                                 [--big-only] [--big-mb 50]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import multiprocessing
 import random
 import statistics
 import tempfile
@@ -26,7 +33,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
+import grpc
 import torch
 
 from cheems.chat import Conversation, encode_many
@@ -100,6 +109,42 @@ def trl_vs_score(client: RewardClient, chars: int, repeats: int = 7, seed: int =
     )
 
 
+def send_big_requests(target: str, big_mb: int, stop: Any, sent: Any) -> None:
+    """In a process of its own (a separate client, as in production): send `big_mb` MB Score requests."""
+    big = "长" * (big_mb * 1024 * 1024 // 3)  # 3 bytes per character in UTF-8
+    with RewardClient(target, timeout=120) as client:
+        while not stop.is_set():
+            with contextlib.suppress(grpc.RpcError):  # over length: RESOURCE_EXHAUSTED, as expected
+                client.score("请总结下文。", [big])
+            with sent.get_lock():
+                sent.value += 1
+
+
+def small_calls_under_big_requests(client: RewardClient, target: str, big_mb: int, calls: int = 200) -> None:
+    """p99 of small Score calls from 4 clients, alone and while another process sends `big_mb` MB requests."""
+    rng = random.Random(3)
+    small = [(text(rng, 20), [text(rng, 20), text(rng, 20)]) for _ in range(calls)]
+
+    def p99() -> float:
+        return run(client.score, small, 4)["p99"]
+
+    p99()  # warm-up
+    alone = p99()
+    spawn = multiprocessing.get_context("spawn")
+    stop, sent = spawn.Event(), spawn.Value("i", 0)
+    sender = spawn.Process(target=send_big_requests, args=(target, big_mb, stop, sent), daemon=True)
+    sender.start()
+    while sent.value == 0:  # the first big request has been answered: the sender is up
+        time.sleep(0.1)
+    loaded = p99()
+    stop.set()
+    sender.join(timeout=120)
+    print(
+        f"small Score calls, p99: {alone * 1e3:.0f} ms alone, {loaded * 1e3:.0f} ms while {big_mb} MB requests "
+        f"arrive ({sent.value} sent, rejected as over length); with/without {loaded / alone:.2f}x (goal <= 2x)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=48)
@@ -107,6 +152,8 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--trl-only", action="store_true", help="only the TRL reward function vs Score")
     parser.add_argument("--trl-chars", type=int, default=450, help="characters per completion there")
+    parser.add_argument("--big-only", action="store_true", help="only small calls under big requests")
+    parser.add_argument("--big-mb", type=int, default=50, help="size of the big requests, MB")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tokenizer = build_tokenizer()
@@ -151,8 +198,11 @@ def main() -> None:
             ScorerServer(config) as server,
             RewardClient(f"127.0.0.1:{server.grpc_port}", timeout=600) as client,
         ):
-            if args.trl_only:
-                trl_vs_score(client, args.trl_chars)
+            if args.trl_only or args.big_only:
+                if args.trl_only:
+                    trl_vs_score(client, args.trl_chars)
+                if args.big_only:
+                    small_calls_under_big_requests(client, f"127.0.0.1:{server.grpc_port}", args.big_mb)
                 return
             ours = client.score
             run(ours, warm, 4)
@@ -172,6 +222,7 @@ def main() -> None:
                     f"(batched {b_batch['rps']:.1f}/s vs one-by-one {per_response['rps']:.1f}/s)"
                 )
             trl_vs_score(client, args.trl_chars)
+            small_calls_under_big_requests(client, f"127.0.0.1:{server.grpc_port}", args.big_mb)
     print("cells: responses/s, p50 and p99 request latency")
 
 

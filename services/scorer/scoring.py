@@ -93,12 +93,39 @@ def tokenize_texts(
     return encoded
 
 
+def bounded(job: ScoreJob, budget: int, truncation: Truncation, max_length: int) -> ScoreJob:
+    """The job with every text field clipped to `budget` characters on the side truncation keeps.
+
+    Before the chat template copies them: a field longer than the budget makes the whole text over
+    length for certain (rejected here under truncation "error"), and clipping each field from the
+    kept side leaves the kept window of the rendered text exactly as it was."""
+    fields = [("prompt", job.prompt), ("system_prompt", job.system_prompt or "")]
+    fields += [(f"responses[{i}]", r) for i, r in enumerate(job.responses)]
+    fields += [(f"history[{i}].content", c) for i, (_, c) in enumerate(job.history)]
+    long = [(name, len(text)) for name, text in fields if len(text) > budget]
+    if not long:
+        return job
+    if truncation is Truncation.NONE:
+        name, size = long[0]
+        raise LimitExceeded(
+            f"{name} is {size} characters, more than max_length {max_length} tokens can hold "
+            "(the server does not truncate)"
+        )
+    return ScoreJob(
+        clip(job.prompt, budget, truncation),
+        tuple(clip(r, budget, truncation) for r in job.responses),
+        clip(job.system_prompt, budget, truncation) if job.system_prompt else job.system_prompt,
+        tuple((role, clip(c, budget, truncation)) for role, c in job.history),
+    )
+
+
 def tokenize_job(
     tokenizer: Any, job: ScoreJob, max_length: int, truncation: Truncation, budget: int | None = None
 ) -> list[Encoded]:
     """Token ids per response of a job, through the shared chat template."""
-    texts = [render(tokenizer, c) for c in job.conversations()]
     budget = budget if budget is not None else max_length * longest_token(tokenizer)
+    job = bounded(job, budget, truncation, max_length)
+    texts = [render(tokenizer, c) for c in job.conversations()]
     return tokenize_texts(tokenizer, texts, max_length, truncation, budget, "responses")
 
 

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from cheems.chat import Truncation, render
 from services.scorer.batching import bucket_length, by_bucket, length_groups
 from services.scorer.config import ScorerConfig
 from services.scorer.errors import InvalidRequest, LimitExceeded
-from services.scorer.scoring import best_index, make_job, query_text
+from services.scorer.scoring import (
+    ScoreJob,
+    best_index,
+    bounded,
+    longest_token,
+    make_job,
+    query_text,
+    tokenize_job,
+    tokenize_texts,
+)
+from trainer.tiny import build_tokenizer
 
 
 def test_make_job_validates_and_keeps_context() -> None:
@@ -70,3 +83,34 @@ def test_buckets() -> None:
 def test_config_errors_name_the_field(changes: dict[str, object], field: str) -> None:
     with pytest.raises(ValueError, match=field):
         ScorerConfig(model="m", **changes)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Any:
+    return build_tokenizer()
+
+
+@pytest.mark.parametrize("truncation", [Truncation.LEFT, Truncation.RIGHT])
+@pytest.mark.parametrize("field", ["prompt", "response", "system_prompt", "history"])
+def test_clipping_fields_before_the_template_keeps_the_kept_window_exact(
+    tokenizer: Any, truncation: Truncation, field: str
+) -> None:
+    huge = "长城" * 1500 + "好的。" * 900  # 5,700 characters, over the budget of 16 tokens x 128
+    parts = {"prompt": "介绍长城。", "response": "长城很长。", "system_prompt": "你是助手。", "history": "你好"}
+    parts[field] = huge
+    job = ScoreJob(
+        parts["prompt"], (parts["response"], "不知道。"), parts["system_prompt"], (("user", parts["history"]),)
+    )
+    budget = 16 * longest_token(tokenizer)
+    assert len(huge) > budget
+    whole = [render(tokenizer, c) for c in job.conversations()]
+    expected = tokenize_texts(tokenizer, whole, 16, truncation, budget=10**9, field="responses")
+    got = tokenize_job(tokenizer, job, 16, truncation, budget)
+    assert [e.input_ids for e in got] == [e.input_ids for e in expected]
+    assert all(e.truncated for e in got)
+
+
+def test_an_over_budget_field_is_rejected_before_the_template_under_truncation_error(tokenizer: Any) -> None:
+    job = ScoreJob("介绍长城。", ("长" * 5000,))
+    with pytest.raises(LimitExceeded, match=r"responses\[0\] is 5000 characters"):
+        bounded(job, 16 * longest_token(tokenizer), Truncation.NONE, 16)

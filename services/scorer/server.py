@@ -146,6 +146,7 @@ class ScorerServer:
         except OSError as e:
             sock.close()
             raise PortInUse(f"cannot listen on {self.config.host}:{self.config.http_port} for HTTP: {e}") from None
+        sock.listen(2048)  # listening before start() returns: uvicorn's own listen comes later, in its thread
         self.http_port = sock.getsockname()[1]
         app = create_app(scorer, self.ready, self.config.auth_token)
         self._http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))

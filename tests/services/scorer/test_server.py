@@ -190,47 +190,6 @@ def test_unreachable_triton_is_unavailable(tiny_model: Path) -> None:
         assert http(server, "/health")[0] == 503
 
 
-def test_openrlhf_get_reward_with_the_exact_json_it_sends(triton_server: ScorerServer, tiny_model: Path) -> None:
-    """OpenRLHF's remote RM client posts full prompt+response texts (templated by the policy)."""
-    _, tokenizer = load_model(tiny_model)
-    templated = [
-        tokenizer.apply_chat_template(
-            [{"role": "user", "content": PROMPT}, {"role": "assistant", "content": r}], tokenize=False
-        )
-        for r in RESPONSES
-    ]
-    prompts = [t[: t.rindex("<|im_start|>assistant")] for t in templated]
-    body = {"query": [t + "<|endoftext|>" for t in templated], "prompts": prompts, "labels": ["", "", ""]}
-    status, reply = http(triton_server, "/get_reward", body)
-    assert status == 200
-    assert set(reply) == {"rewards", "scores", "extra_logs"}
-    assert reply["rewards"] == pytest.approx(trainer_scores(tiny_model, PROMPT, RESPONSES), abs=1e-5)
-
-
-@pytest.mark.parametrize(
-    ("body", "status", "message"),
-    [
-        (b"{not json", 400, "not valid JSON"),
-        ({"query": "one string"}, 400, "query must be a list of strings"),
-        ({"query": []}, 400, "query is empty"),
-        ([1, 2], 400, "JSON object"),
-    ],
-)
-def test_http_bad_input(triton_server: ScorerServer, body: Any, status: int, message: str) -> None:
-    got, reply = http(triton_server, "/get_reward", body)
-    assert got == status and message in reply["error"]
-
-
-def test_http_score_health_and_metrics(triton_server: ScorerServer) -> None:
-    status, reply = http(triton_server, "/score", {"prompt": PROMPT, "responses": RESPONSES})
-    assert status == 200 and len(reply["scores"]) == 3 and reply["truncated"] == [False] * 3
-    assert http(triton_server, "/health") == (200, {"status": "SERVING"})
-    status, text = http(triton_server, "/metrics")
-    assert status == 200
-    assert 'cheems_scorer_requests_total{api="Score",status="OK"}' in text
-    assert "cheems_scorer_latency_seconds_bucket" in text and "cheems_scorer_batch_responses" in text
-
-
 def test_training_and_serving_produce_identical_token_ids(tiny_model: Path) -> None:
     from cheems.chat import Truncation
     from cheems.responses import Response

@@ -44,4 +44,3 @@ class ClientGone(ScorerError):
     """The caller cancelled or disconnected; the rest of its work is dropped: CANCELLED / 499."""
 
     reason = "cancelled"
-

@@ -122,9 +122,7 @@ class Scorer:
             item.prompt, item.responses, item.system_prompt, item.history, self.config.max_responses
         )
         with self.tokenizers.lease() as tokenizer:
-            return tokenize_job(
-                tokenizer, job, self.config.max_length, self.config.truncation_policy, self.char_budget
-            )
+            return tokenize_job(tokenizer, job, self.config.max_length, self.config.truncation_policy, self.char_budget)
 
     def _infer(self, sequences: list[list[int]], deadline: Deadline) -> list[float]:
         """Backend scores in rounds; between rounds the deadline and the caller are checked."""

@@ -60,12 +60,16 @@ def bind(server: grpc.Server, address: str, credentials: grpc.ServerCredentials 
         raise PortInUse(f"cannot listen on {address}: the address is in use (another server?) ({e})") from None
 
 
-def checked_handler(servicer: Any, service: ServiceDescriptor) -> grpc.GenericRpcHandler:
+def checked_handler(
+    servicer: Any, service: ServiceDescriptor, inspect: Callable[[str, bytes, grpc.ServicerContext], None] | None = None
+) -> grpc.GenericRpcHandler:
     """The unary methods of `servicer` for `service`, with requests parsed here rather than by gRPC.
 
     gRPC answers a request it cannot parse (truncated bytes, invalid UTF-8 in a string) with
     INTERNAL "Exception deserializing request!"; that is the client's error, so it gets
-    INVALID_ARGUMENT naming the message type. Register with `server.add_generic_rpc_handlers`.
+    INVALID_ARGUMENT naming the message type. `inspect(method name, raw bytes, context)`, when given,
+    sees each request before it is parsed and may abort it. Register with
+    `server.add_generic_rpc_handlers`.
     """
     handlers = {}
     for method in service.methods:
@@ -73,14 +77,21 @@ def checked_handler(servicer: Any, service: ServiceDescriptor) -> grpc.GenericRp
             raise ValueError(f"{method.full_name}: checked_handler serves unary methods only")
         request_type = symbol_database.Default().GetSymbol(method.input_type.full_name)
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-            _parsing(getattr(servicer, method.name), request_type),
+            _parsing(getattr(servicer, method.name), request_type, method.name, inspect),
             response_serializer=lambda reply: reply.SerializeToString(),
         )
     return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
 
-def _parsing(behaviour: Callable[[Any, grpc.ServicerContext], Any], request_type: Any) -> Callable[..., Any]:
+def _parsing(
+    behaviour: Callable[[Any, grpc.ServicerContext], Any],
+    request_type: Any,
+    name: str,
+    inspect: Callable[[str, bytes, grpc.ServicerContext], None] | None,
+) -> Callable[..., Any]:
     def handle(raw: bytes, context: grpc.ServicerContext) -> Any:
+        if inspect is not None:
+            inspect(name, raw, context)
         try:
             request = request_type.FromString(raw)
         except DecodeError as e:

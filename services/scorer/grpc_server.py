@@ -33,6 +33,7 @@ from services.scorer.errors import (
     ScorerError,
 )
 from services.scorer.service import ScoreArgs, Scorer, Scores
+from services.scorer.wire import oversized_text
 
 log = logging.getLogger(__name__)
 SERVICE_DESCRIPTOR = reward_pb2.DESCRIPTOR.services_by_name["RewardService"]
@@ -73,6 +74,30 @@ class RewardServicer:
             timings=reward_pb2.Timings(queue_ms=s.queue_ms, inference_ms=s.inference_ms, total_ms=s.total_ms),
         )
 
+    def inspect(self, method: str, raw: bytes, context: grpc.ServicerContext) -> None:
+        """Before parsing: a request too big to parse cheaply is refused if a text field in it is over
+        length for certain (truncation "error" only; under left/right it is parsed and clipped)."""
+        scorer = self.scorer
+        max_bytes = 4 * scorer.char_budget  # at least bytes/4 characters
+        if len(raw) <= max_bytes or scorer.config.truncation != "error" or method == "GetModelInfo":
+            return
+        found = oversized_text(raw, f"{method}Request", max_bytes)
+        if found is not None:
+            path, size = found
+            error = LimitExceeded(
+                f"{path} is {size} bytes, more than max_length {scorer.config.max_length} tokens can hold "
+                "(the server does not truncate)"
+            )
+            self._abort(method, context, error)
+
+    def _abort(self, api: str, context: grpc.ServicerContext, e: ScorerError) -> None:
+        """End the call with the error's status and reason (raises, as `context.abort` does)."""
+        code = status_of(e)
+        self.scorer.metrics.requests.labels(api, code.name).inc()
+        log.info("%s -> %s: %s", api, code.name, e)
+        context.set_trailing_metadata(((REASON_KEY, e.reason),))
+        context.abort(code, str(e))
+
     def _call(self, api: str, context: grpc.ServicerContext, work: Callable[[Deadline], Any]) -> Any:
         metrics = self.scorer.metrics
         started = time.perf_counter()
@@ -80,11 +105,7 @@ class RewardServicer:
         try:
             reply = work(deadline)
         except ScorerError as e:
-            code = status_of(e)
-            metrics.requests.labels(api, code.name).inc()
-            log.info("%s -> %s: %s", api, code.name, e)
-            context.set_trailing_metadata(((REASON_KEY, e.reason),))
-            context.abort(code, str(e))
+            self._abort(api, context, e)
         metrics.requests.labels(api, "OK").inc()
         metrics.latency.labels(api).observe(time.perf_counter() - started)
         return reply
@@ -155,7 +176,8 @@ def create_server(config: ScorerConfig, scorer: Scorer, model_name: str) -> tupl
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.workers), interceptors=interceptors, options=options
     )
-    server.add_generic_rpc_handlers((checked_handler(RewardServicer(scorer, model_name), SERVICE_DESCRIPTOR),))
+    servicer = RewardServicer(scorer, model_name)
+    server.add_generic_rpc_handlers((checked_handler(servicer, SERVICE_DESCRIPTOR, servicer.inspect),))
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     set_health(health_servicer, serving=False)

@@ -56,6 +56,7 @@ class Scorer:
     def __init__(self, config: ScorerConfig, backend: Backend, tokenizer: Any, metrics: ScorerMetrics) -> None:
         self.config, self.backend, self.tokenizer, self.metrics = config, backend, tokenizer, metrics
         self.tokenizers = TokenizerPool(tokenizer)
+        self.tokenizers.warm()
         self.char_budget = config.max_length * longest_token(tokenizer)
         self.unavailable = ""  # set while the backend is known to be down (the reason); calls fail fast
 

@@ -156,8 +156,18 @@ def test_a_5mb_response_is_rejected_by_its_character_count(strict_server: Scorer
     s = stub(strict_server)
     error = failure(lambda: s.Score(request, timeout=30, metadata=AUTH))
     assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and reason(error) == "limit_exceeded"
-    assert "characters" in error.details() and "responses[0]" in error.details()
+    assert "is 5242878 bytes" in error.details() and "responses[0]" in error.details()  # refused before parsing
     assert s.Score(reward_pb2.ScoreRequest(prompt="你好", responses=["好"]), timeout=10, metadata=AUTH).scores
+
+
+def test_a_response_over_the_character_budget_but_small_in_bytes_is_parsed_then_rejected(
+    strict_server: ScorerServer,
+) -> None:
+    text = "长" * 7000  # 48 tokens x 128 = 6,144 characters allowed; 21,000 bytes is under 4 x 6,144
+    request = reward_pb2.ScoreRequest(prompt="你好", responses=["好", text])
+    error = failure(lambda: stub(strict_server).Score(request, timeout=30, metadata=AUTH))
+    assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and reason(error) == "limit_exceeded"
+    assert "responses[1] is 7000 characters" in error.details()
 
 
 # --- deadlines: one per call, dropped work, the server's cap --------------------------------------------------

@@ -81,3 +81,9 @@ def test_a_lease_is_returned_when_the_body_raises(tokenizer: Any) -> None:
     threading.Thread(target=lease_again, daemon=True).start()
     assert done.wait(timeout=10)
     assert pool._made == 1 and pool._idle.qsize() == 1
+
+
+def test_warm_makes_every_copy_in_the_background() -> None:
+    pool = TokenizerPool(build_tokenizer(), size=3)
+    pool.warm().join(timeout=60)
+    assert pool._made == 3 and pool._idle.qsize() == 3

@@ -20,7 +20,8 @@ from services.scorer.errors import ClientGone, DeadlineExceeded
 NO_DEADLINE = 1e9  # seconds; any "remaining time" above this (31 years) means the caller set none
 
 
-def _always() -> bool:
+def always() -> bool:
+    """The liveness check of a caller that cannot go away (a local call)."""
     return True
 
 
@@ -28,7 +29,7 @@ def _always() -> bool:
 class Deadline:
     expires: float  # on `clock`'s scale
     clock: Callable[[], float] = time.monotonic
-    is_active: Callable[[], bool] = field(default=_always)
+    is_active: Callable[[], bool] = field(default=always)
     caller_set: bool = True  # False when the caller sent none and the server's cap applies
 
     @classmethod
@@ -36,7 +37,7 @@ class Deadline:
         cls,
         remaining: float | None,
         cap: float,
-        is_active: Callable[[], bool] = _always,
+        is_active: Callable[[], bool] = always,
         clock: Callable[[], float] = time.monotonic,
     ) -> Deadline:
         """From a caller's remaining seconds (None or huge = no deadline), never later than `cap`."""

@@ -173,8 +173,9 @@ class ScorerServer:
             self.host.stop()
         self._stopped.set()
 
-    def wait(self) -> None:
-        self._stopped.wait()
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until stopped (or `timeout` seconds); True once stopped."""
+        return self._stopped.wait(timeout)
 
     def __enter__(self) -> ScorerServer:
         return self.start()
@@ -195,7 +196,7 @@ def serve(config: ScorerConfig) -> None:
     signal.signal(signal.SIGINT, drain)
     http = f"{config.host}:{server.http_port}" if config.http_port >= 0 else "off"
     print(f"serving: gRPC {config.host}:{server.grpc_port}  HTTP {http}", flush=True)
-    while not server._stopped.wait(0.5):
+    while not server.wait(0.5):
         if server.failed.is_set():
             log.error("the model backend could not be restarted: stopping, for a fresh process to take over")
             server.stop(config.drain_seconds)

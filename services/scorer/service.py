@@ -8,14 +8,14 @@ there), so work for a caller who has gone is dropped instead of computed.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cheems.chat import Encoded
 from services.scorer.backends import Backend
 from services.scorer.config import ScorerConfig
-from services.scorer.deadline import Deadline
+from services.scorer.deadline import Deadline, always
 from services.scorer.errors import BackendUnavailable, ScorerError
 from services.scorer.metrics import ScorerMetrics
 from services.scorer.scoring import ScoreJob, best_index, longest_token, make_job, query_text, tokenize_job
@@ -60,10 +60,9 @@ class Scorer:
         self.char_budget = config.max_length * longest_token(tokenizer)
         self.unavailable = ""  # set while the backend is known to be down (the reason); calls fail fast
 
-    def deadline(self, remaining: float | None = None, is_active: Any = None) -> Deadline:
+    def deadline(self, remaining: float | None = None, is_active: Callable[[], bool] = always) -> Deadline:
         """The deadline of a call: the caller's, capped at `max_call_seconds`."""
-        cap = self.config.max_call_seconds
-        return Deadline.of(remaining, cap) if is_active is None else Deadline.of(remaining, cap, is_active)
+        return Deadline.of(remaining, self.config.max_call_seconds, is_active)
 
     def score(self, args: ScoreArgs, deadline: Deadline | None = None) -> Scores:
         """Scores of one prompt's responses; raises the scorer's errors for bad input or a failed backend."""

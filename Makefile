@@ -54,7 +54,7 @@ out/models/tiny/config.json: | $(STAMP_INSTALL)
 check: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy cheems evaluator trainer services
+	$(BIN)/mypy cheems cheems_cli evaluator trainer services
 
 bench: setup
 	$(BIN)/python bench/eval_bench.py

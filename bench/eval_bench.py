@@ -22,11 +22,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cheems.bench import BenchItem, read_bench, write_bench
+from cheems.cheemsbench import BenchItem, read_bench, write_bench
 from cheems.responses import Response
+from cheems.rewards_file import read_rewards, write_rewards
 from evaluator.evaluate import evaluate_files
+from evaluator.join import join_rewards
 from evaluator.metrics import evaluate_subsets
-from evaluator.rewards import read_rewards, score_items, write_rewards
 
 CATEGORIES = ["推理", "数学", "代码", "知识", "语言", "安全", "理解", "复杂指令"]
 CHARS = (
@@ -73,11 +74,11 @@ def main() -> None:
         files = [*bench, rewards_path]
         loaded = {p.stem: (str(p), read_bench(p)) for p in bench}
         rewards = read_rewards(rewards_path)
-        pairs = evaluate_subsets({n: score_items(i, rewards, p) for n, (p, i) in loaded.items()})
+        pairs = evaluate_subsets({n: join_rewards(i, rewards, p) for n, (p, i) in loaded.items()})
         cases: dict[str, Callable[[], object]] = {
             "raw": lambda: [json.loads(line) for p in files for line in p.open(encoding="utf-8")],
             "load": lambda: ([read_bench(p) for p in bench], read_rewards(rewards_path)),
-            "metric": lambda: evaluate_subsets({n: score_items(i, rewards, p) for n, (p, i) in loaded.items()}),
+            "metric": lambda: evaluate_subsets({n: join_rewards(i, rewards, p) for n, (p, i) in loaded.items()}),
             "eval": lambda: evaluate_files(bench, rewards_path),
         }
         size_mb = sum(p.stat().st_size for p in files) / 1e6

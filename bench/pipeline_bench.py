@@ -24,7 +24,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from cheems.bench import BenchItem, write_bench
+from cheems.cheemsbench import BenchItem, write_bench
 from cheems.responses import Response
 from evaluator.pipeline import evaluate_via_kafka
 from services.bus import topics
@@ -32,7 +32,7 @@ from services.bus.broker import EmbeddedBroker
 from services.ingestion.records import SampleRecord
 from services.ingestion.service import IngestionService
 from services.scorer.config import ScorerConfig
-from services.scorer.server import ScorerServer
+from services.scorer.runtime import ScorerServer
 from services.store.db import StoreConfig, create_engine_for
 from services.store.migrate import upgrade
 from trainer.tiny import init_tiny_model

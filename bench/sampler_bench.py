@@ -26,11 +26,11 @@ from pathlib import Path
 
 import torch
 
-from cheems.bench import BenchItem, write_bench
+from cheems.cheemsbench import BenchItem, write_bench
+from cheems.forward import forward_rewards
 from cheems.responses import Response
 from trainer.data import read_groups, tokenize_groups
 from trainer.loss import bt_loss
-from trainer.model import rewards
 from trainer.sampler import SamplerConfig, epoch_batches, pairs_in_batch
 from trainer.tiny import build_model, build_tokenizer, init_tiny_model
 
@@ -61,7 +61,7 @@ def run_epoch(model, optimizer, data, batches) -> tuple[int, int, float]:  # typ
     encodings = pairs = 0
     start = time.perf_counter()
     for ids, batch_pairs in batches:
-        out = rewards(model, [data.examples[x].input_ids for x in ids])
+        out = forward_rewards(model, [data.examples[x].input_ids for x in ids])
         bt_loss(out, batch_pairs).loss.backward()
         optimizer.step()
         optimizer.zero_grad()

@@ -40,11 +40,11 @@ import grpc
 import torch
 
 from cheems.chat import Conversation, encode_many
-from services.scorer.backends import score_in_groups
+from cheems.forward import forward_rewards, score_in_groups
+from cheems.model import load_model, save_model
 from services.scorer.client import RewardClient
 from services.scorer.config import ScorerConfig
-from services.scorer.server import ScorerServer
-from trainer.model import load_model, rewards, save_model
+from services.scorer.runtime import ScorerServer
 from trainer.tiny import build_model, build_tokenizer
 
 POOL = (
@@ -183,7 +183,7 @@ def main() -> None:
         def official(prompt: str, responses: list[str]) -> object:
             ids = encoded(prompt, responses)
             with lock, torch.no_grad():
-                return [rewards(model, [s]).item() for s in ids]
+                return [forward_rewards(model, [s]).item() for s in ids]
 
         def batched(prompt: str, responses: list[str]) -> object:
             ids = encoded(prompt, responses)

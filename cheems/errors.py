@@ -23,3 +23,7 @@ class FormatError(CheemsError, ValueError):
         self.reason = message
         where = f"{self.path}:{line}"
         super().__init__(f"{where}: {field}: {message}" if field else f"{where}: {message}")
+
+
+class ModelError(CheemsError):
+    """A checkpoint cannot be loaded or converted."""

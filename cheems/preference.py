@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cheems.bench import prompt_key
+from cheems.cheemsbench import prompt_key
 from cheems.errors import FormatError
 from cheems.jsonl import iter_objects, require, write_objects
 from cheems.responses import Response, content_id, parse_responses

@@ -16,7 +16,7 @@ import argparse
 import random
 from pathlib import Path
 
-from cheems.bench import BenchItem, write_bench
+from cheems.cheemsbench import BenchItem, write_bench
 from cheems.jsonl import write_objects
 from cheems.responses import Response
 

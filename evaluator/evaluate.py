@@ -8,11 +8,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from cheems.bench import BenchItem, read_bench
+from cheems.cheemsbench import BenchItem, read_bench
+from cheems.rewards_file import read_rewards
 from evaluator.calibration import DEFAULT_BINS
 from evaluator.errors import EvaluationError
+from evaluator.join import join_rewards
 from evaluator.metrics import EvalResult, Semantics, evaluate_subsets
-from evaluator.rewards import read_rewards, score_items
 
 
 def subset_name(path: str | Path) -> str:
@@ -39,5 +40,5 @@ def evaluate_files(
     """Read bench and reward files and compute every metric."""
     subsets = load_subsets(bench_paths)
     rewards = read_rewards(rewards_path)
-    scored = {name: score_items(items, rewards, path) for name, (path, items) in subsets.items()}
+    scored = {name: join_rewards(items, rewards, path) for name, (path, items) in subsets.items()}
     return evaluate_subsets(scored, semantics, ece_bins)

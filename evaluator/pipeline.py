@@ -29,9 +29,9 @@ from sqlalchemy.orm import Session
 
 from cheems.v1 import evaluation_pb2, events_pb2, reward_pb2
 from evaluator.evaluate import load_subsets
+from evaluator.join import join_rewards
 from evaluator.metrics import EvalResult, Semantics, evaluate_subsets
 from evaluator.report import from_json, to_json
-from evaluator.rewards import score_items
 from services.bus import topics
 from services.bus.client import EventConsumer, Publisher
 from services.store.db import session_scope
@@ -231,7 +231,7 @@ def compute(bench: Sequence[str], scores: dict[str, dict[str, float]], semantics
         for rid, value in scores[f"{name}:{index}"].items()
     }
     return evaluate_subsets(
-        {name: score_items(items, rewards, path) for name, (path, items) in subsets.items()}, semantics
+        {name: join_rewards(items, rewards, path) for name, (path, items) in subsets.items()}, semantics
     )
 
 

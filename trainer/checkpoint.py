@@ -23,8 +23,8 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
+from cheems.model import save_model
 from trainer.distributed import World, barrier
-from trainer.model import save_model
 
 POSITION = "position.json"
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)

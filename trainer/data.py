@@ -17,8 +17,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from cheems.bench import ranked_pairs, read_bench
 from cheems.chat import Conversation, Truncation, encode_many
+from cheems.cheemsbench import ranked_pairs, read_bench
 from cheems.preference import read_preference
 from cheems.responses import Response
 

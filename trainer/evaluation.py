@@ -12,13 +12,14 @@ from typing import Any
 
 import torch
 
-from cheems.bench import BenchItem
 from cheems.chat import Conversation, Truncation, encode_many
+from cheems.cheemsbench import BenchItem
+from cheems.forward import forward_rewards
+from cheems.rewards_file import RewardKey
 from evaluator.evaluate import load_subsets
+from evaluator.join import join_rewards
 from evaluator.metrics import EvalResult, evaluate_subsets
-from evaluator.rewards import RewardKey, score_items
 from trainer.distributed import World, gather_objects
-from trainer.model import rewards as model_rewards
 
 
 def bench_rewards(
@@ -36,7 +37,7 @@ def bench_rewards(
             chunk = mine[start : start + batch_size]
             todo = chunk or [0]  # a rank past the end still joins the forward
             encoded = encode_many(tokenizer, [convs[k] for k in todo], max_length, Truncation.LEFT)
-            values = model_rewards(model, [e.input_ids for e in encoded], world.device).tolist()
+            values = forward_rewards(model, [e.input_ids for e in encoded], world.device).tolist()
             scores.update({keys[k]: v for k, v in zip(chunk, values, strict=False)})
     model.train()
     merged: dict[RewardKey, float] = {}
@@ -51,4 +52,4 @@ def evaluate_model(
     subsets = load_subsets(bench_files)
     items = [item for _, subset_items in subsets.values() for item in subset_items]
     rewards = bench_rewards(model, tokenizer, items, world, max_length)
-    return evaluate_subsets({name: score_items(its, rewards, path) for name, (path, its) in subsets.items()})
+    return evaluate_subsets({name: join_rewards(its, rewards, path) for name, (path, its) in subsets.items()})

@@ -69,7 +69,7 @@ def build_model(tokenizer: Any, hidden_size: int = 64, layers: int = 2, seed: in
     import torch
     from transformers import Qwen2ForSequenceClassification
 
-    from trainer.model import init_head
+    from cheems.model import init_head
 
     config = tiny_config(tokenizer, hidden_size, layers, num_labels=1)
     torch.manual_seed(seed)
@@ -80,7 +80,7 @@ def build_model(tokenizer: Any, hidden_size: int = 64, layers: int = 2, seed: in
 
 def init_tiny_model(out: str | Path, hidden_size: int = 64, layers: int = 2, seed: int = 0) -> Path:
     """Build and save the tiny RM (safetensors + tokenizer + chat template) to `out`."""
-    from trainer.model import save_model
+    from cheems.model import save_model
 
     tokenizer = build_tokenizer()
     return save_model(build_model(tokenizer, hidden_size, layers, seed), tokenizer, out)

@@ -26,6 +26,8 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from cheems.forward import forward_rewards
+from cheems.model import load_model
 from evaluator.metrics import EvalResult
 from evaluator.report import to_json
 from trainer import checkpoint
@@ -34,7 +36,6 @@ from trainer.data import Dataset, LengthPolicy, LengthStats, read_groups, tokeni
 from trainer.distributed import World, gather_with_grad, setup, teardown
 from trainer.evaluation import evaluate_model
 from trainer.loss import LossParts, bt_loss
-from trainer.model import load_model, rewards
 from trainer.recipes import recipe
 from trainer.sampler import SamplerConfig, epoch_batches, pairs_in_batch, shard
 
@@ -117,7 +118,7 @@ def forward_loss(
     sequences = [data.examples[x].input_ids for x in todo]
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=config.bf16 and world.device.type == "cuda")
     with autocast:
-        out = rewards(model, sequences, world.device)
+        out = forward_rewards(model, sequences, world.device)
     gathered = gather_with_grad(out[: len(local)], counts, world)
     parts = bt_loss(gathered, pairs_in_batch(batch, data.pairs, data.group_of), config.reg_coef, config.margin)
     return parts, out.sum() * 0.0, sum(len(s) for s in sequences) if local else 0

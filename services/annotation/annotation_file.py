@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cheems.bench import prompt_key
+from cheems.cheemsbench import prompt_key
 from cheems.errors import FormatError
 from cheems.jsonl import iter_objects, require
 from cheems.responses import Response, parse_responses

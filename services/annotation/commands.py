@@ -19,11 +19,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from cheems.bench import BenchItem, read_bench, write_bench
+from cheems.cheemsbench import BenchItem, read_bench, write_bench
 from cheems.errors import CheemsError
 from cheems.jsonl import write_objects
 from cheems.preference import write_preference
-from cheems.rewards import read_rewards
+from cheems.rewards_file import read_rewards
 from services.annotation.annotation_file import read_annotated
 from services.annotation.distant import distant_supervision
 from services.annotation.export import preference_items

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cheems.bench import BenchItem, ranked_pairs
+from cheems.cheemsbench import BenchItem, ranked_pairs
 from cheems.preference import PreferenceItem
 from services.annotation.distant import length_debias
 

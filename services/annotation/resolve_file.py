@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from cheems.bench import BenchItem, write_bench
+from cheems.cheemsbench import BenchItem, write_bench
 from services.annotation.annotation_file import AnnotatedPrompt, read_annotated
 from services.annotation.resolve import resolve
 

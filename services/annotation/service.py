@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from cheems.bench import BenchItem, write_bench
+from cheems.cheemsbench import BenchItem, write_bench
 from cheems.errors import FormatError
 from cheems.preference import write_preference
 from cheems.responses import Response

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from itertools import combinations
 from typing import Any
 
-from cheems.bench import BenchItem
+from cheems.cheemsbench import BenchItem
 from services.annotation.protocol import triple_tasks
 
 

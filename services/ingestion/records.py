@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cheems.bench import prompt_key
+from cheems.cheemsbench import prompt_key
 from cheems.errors import FormatError
 from cheems.jsonl import require
 from cheems.responses import content_id, parse_responses

@@ -17,11 +17,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from services.scorer.batching import by_bucket, length_groups
+from cheems.forward import score_in_groups
+from services.scorer.batching import by_bucket
 from services.scorer.errors import BackendUnavailable, DeadlineExceeded, ScorerError
 
 log = logging.getLogger(__name__)
-MAX_BATCH_TOKENS = 32768
 
 
 class Backend(Protocol):
@@ -34,26 +34,11 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-def score_in_groups(model: Any, sequences: Sequence[Sequence[int]], max_batch: int, device: str) -> list[float]:
-    """Run `model` over length-grouped batches; results in input order."""
-    import torch
-
-    from trainer.model import rewards
-
-    out = [0.0] * len(sequences)
-    with torch.no_grad():
-        for group in length_groups([len(s) for s in sequences], max_batch, MAX_BATCH_TOKENS):
-            values = rewards(model, [sequences[i] for i in group], device).tolist()
-            for i, v in zip(group, values, strict=True):
-                out[i] = v
-    return out
-
-
 class TorchBackend:
     name = "torch"
 
     def __init__(self, model_dir: str, device: str = "cpu", max_batch: int = 64) -> None:
-        from trainer.model import load_model
+        from cheems.model import load_model
 
         self.model, _ = load_model(model_dir)
         self.model.to(device).eval()

@@ -1,4 +1,7 @@
-"""Length grouping: split sequences into batches of similar length so padding stays small. Pure."""
+"""Length buckets: pad token lengths up to a multiple of BUCKET so Triton can batch requests of one shape. Pure.
+
+(Grouping by length for the forward itself is `cheems.forward.length_groups`.)
+"""
 
 from __future__ import annotations
 
@@ -10,22 +13,6 @@ BUCKET = 512  # token lengths are padded up to a multiple of this on the way to 
 
 def bucket_length(length: int, bucket: int = BUCKET) -> int:
     return -(-length // bucket) * bucket
-
-
-def length_groups(lengths: Sequence[int], max_batch: int, max_tokens: int) -> list[list[int]]:
-    """Indices grouped shortest first; a group holds at most max_batch items and max_tokens padded tokens."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    groups: list[list[int]] = []
-    current: list[int] = []
-    for i in order:
-        padded = (len(current) + 1) * lengths[i]  # sorted, so this item is the group's longest
-        if current and (len(current) == max_batch or padded > max_tokens):
-            groups.append(current)
-            current = []
-        current.append(i)
-    if current:
-        groups.append(current)
-    return groups
 
 
 def by_bucket(lengths: Sequence[int], bucket: int = BUCKET) -> dict[int, list[int]]:

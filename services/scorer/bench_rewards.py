@@ -14,10 +14,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from cheems.bench import BenchItem, read_bench
 from cheems.chat import Truncation
-from cheems.rewards import write_rewards
-from services.scorer.scoring import make_job, tokenize_job
+from cheems.cheemsbench import BenchItem, read_bench
+from cheems.rewards_file import write_rewards
+from services.scorer.tokenization import make_job, tokenize_job
 
 
 def _system(item: BenchItem) -> str:

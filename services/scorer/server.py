@@ -1,203 +1,206 @@
-"""Assemble and run the scorer: backend (Triton or torch), gRPC server, HTTP server, lifecycle.
+"""gRPC adapter: `cheems.v1.RewardService` plus health, reflection and bearer-token auth.
 
-    server = ScorerServer(ScorerConfig(model="out/train-tiny/model", grpc_port=0, http_port=0)).start()
-    ...                      # server.grpc_port, server.http_port
-    server.stop()
-
-`serve(config)` runs until SIGTERM/SIGINT, then drains: health turns NOT_SERVING, in-flight calls
-get `drain_seconds` to finish, then HTTP, Triton and the process stop.
-
-A `Supervisor` keeps health truthful: readiness follows the backend; a crashed PyTriton-started
-Triton is restarted (`triton_restarts` attempts); when that fails liveness turns NOT_SERVING and
-`serve` exits with status 1, for the orchestrator to start a new process.
+Servicers only decode, call `Scorer`, and encode; scorer errors become gRPC statuses here, each with
+trailing metadata `cheems-error-reason` (the error's `reason`) so clients decide on retries without
+reading message text. Requests are parsed by `hosting.checked_handler`, so bytes that are not a
+valid request get INVALID_ARGUMENT. A call without a deadline (grpcurl, Go and Java stubs) is fine:
+it gets the server's `max_call_seconds`.
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
-import signal
-import socket
-import threading
-from pathlib import Path
+import time
+from collections.abc import Callable
+from concurrent import futures
 from typing import Any
 
-from cheems.errors import PortInUse
-from services.scorer.backends import Backend, TorchBackend, TritonBackend
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from cheems.v1 import reward_pb2
+from services.hosting import LIVENESS, SERVER_OPTIONS, bind, checked_handler
 from services.scorer.config import ScorerConfig
-from services.scorer.grpc_server import create_server, set_alive, set_health
-from services.scorer.http_app import create_app
-from services.scorer.metrics import ScorerMetrics
-from services.scorer.service import Scorer
-from services.scorer.supervisor import RestartPolicy, State, Supervisor
-from services.scorer.triton_model import TritonHost
+from services.scorer.deadline import Deadline
+from services.scorer.errors import (
+    BackendUnavailable,
+    ClientGone,
+    DeadlineExceeded,
+    InvalidRequest,
+    LimitExceeded,
+    ScorerError,
+)
+from services.scorer.service import ScoreArgs, Scorer, Scores
+from services.scorer.wire import oversized_text
 
 log = logging.getLogger(__name__)
+SERVICE_DESCRIPTOR = reward_pb2.DESCRIPTOR.services_by_name["RewardService"]
+SERVICE = SERVICE_DESCRIPTOR.full_name
+REASON_KEY = "cheems-error-reason"
+STATUS = [
+    (InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT),
+    (LimitExceeded, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (BackendUnavailable, grpc.StatusCode.UNAVAILABLE),
+    (DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (ClientGone, grpc.StatusCode.CANCELLED),
+    (ScorerError, grpc.StatusCode.INTERNAL),
+]
 
 
-class ScorerServer:
-    def __init__(self, config: ScorerConfig, backend: Backend | None = None) -> None:
-        """`backend` replaces the one `config.backend` names (benchmarks use an instant one)."""
-        self.config = config
-        self.grpc_port = 0
-        self.http_port = 0
-        self.host: TritonHost | None = None
-        self.backend: Backend | None = backend
-        self._grpc: Any = None
-        self._health: Any = None
-        self._http: Any = None
-        self._http_thread: threading.Thread | None = None
-        self._stopped = threading.Event()
-        self.failed = threading.Event()  # the backend is gone for good: the process should be replaced
-        self.scorer: Scorer | None = None
-        self.supervisor: Supervisor | None = None
+def status_of(error: ScorerError) -> grpc.StatusCode:
+    return next(code for kind, code in STATUS if isinstance(error, kind))
 
-    def start(self) -> ScorerServer:
-        """Load, bind and serve; on any failure (a taken port, say) release what was started, then raise."""
-        try:
-            return self._start()
-        except BaseException:
-            self.stop(grace=0)
-            raise
 
-    def _start(self) -> ScorerServer:
-        from transformers import AutoTokenizer
+def score_args(request: reward_pb2.ScoreRequest) -> ScoreArgs:
+    history = [(m.role, m.content) for m in request.history]
+    return ScoreArgs(request.prompt, list(request.responses), request.system_prompt, history)
 
-        config = self.config
-        tokenizer = AutoTokenizer.from_pretrained(config.model)
-        self.backend = self.backend or self._make_backend()
-        name = Path(config.model).name or config.model
-        scorer = self.scorer = Scorer(config, self.backend, tokenizer, ScorerMetrics())
-        self._grpc, self.grpc_port, self._health = create_server(config, scorer, name)
-        self._grpc.start()
-        if config.http_port >= 0:
-            self._start_http(scorer)
-        self.supervisor = self._make_supervisor()
-        self.supervisor.step()
-        self.supervisor.start()
-        log.info(
-            "scorer serving %s: gRPC :%d, HTTP :%d, backend %s",
-            name,
-            self.grpc_port,
-            self.http_port,
-            self.backend.name,
+
+class RewardServicer:
+    """The methods of cheems.v1.RewardService (registered through `checked_handler`)."""
+
+    def __init__(self, scorer: Scorer, model_name: str) -> None:
+        self.scorer, self.model_name = scorer, model_name
+
+    def _encode(self, request: reward_pb2.ScoreRequest, s: Scores) -> reward_pb2.ScoreResponse:
+        return reward_pb2.ScoreResponse(
+            scores=s.scores,
+            best_index=s.best_index,
+            truncated=s.truncated,
+            model=self.model_name,
+            request_id=request.request_id,
+            timings=reward_pb2.Timings(queue_ms=s.queue_ms, inference_ms=s.inference_ms, total_ms=s.total_ms),
         )
-        return self
 
-    def _make_backend(self) -> Backend:
-        config = self.config
-        if config.backend == "torch":
-            return TorchBackend(config.model, config.device, config.max_batch_size)
-        url = config.triton_url
-        if not url:
-            self.host = TritonHost(
-                config.model,
-                config.triton_model_name,
-                config.device,
-                config.max_batch_size,
-                config.queue_delay_us,
+    def inspect(self, method: str, raw: bytes, context: grpc.ServicerContext) -> None:
+        """Before parsing: a request too big to parse cheaply is refused if a text field in it is over
+        length for certain (truncation "error" only; under left/right it is parsed and clipped)."""
+        scorer = self.scorer
+        max_bytes = 4 * scorer.char_budget  # at least bytes/4 characters
+        if len(raw) <= max_bytes or scorer.config.truncation != "error" or method == "GetModelInfo":
+            return
+        found = oversized_text(raw, f"{method}Request", max_bytes)
+        if found is not None:
+            path, size = found
+            error = LimitExceeded(
+                f"{path} is {size} bytes, more than max_length {scorer.config.max_length} tokens can hold "
+                "(the server does not truncate)"
             )
-            url = self.host.start()
-        return TritonBackend(url, config.triton_model_name, config.max_batch_size)
+            self._abort(method, context, error)
 
-    def _make_supervisor(self) -> Supervisor:
-        backend, host = self.backend, self.host
-        assert backend is not None
-        if host is None:
-            return Supervisor(backend.ready, self._publish, interval=self.config.watch_seconds)
+    def _abort(self, api: str, context: grpc.ServicerContext, e: ScorerError) -> None:
+        """End the call with the error's status and reason (raises, as `context.abort` does)."""
+        code = status_of(e)
+        self.scorer.metrics.requests.labels(api, code.name).inc()
+        log.info("%s -> %s: %s", api, code.name, e)
+        context.set_trailing_metadata(((REASON_KEY, e.reason),))
+        context.abort(code, str(e))
 
-        def ready() -> bool:
-            host.note_processes()
-            return host.alive() and backend.ready()
+    def _call(self, api: str, context: grpc.ServicerContext, work: Callable[[Deadline], Any]) -> Any:
+        metrics = self.scorer.metrics
+        started = time.perf_counter()
+        deadline = self.scorer.deadline(context.time_remaining(), context.is_active)
+        try:
+            reply = work(deadline)
+        except ScorerError as e:
+            self._abort(api, context, e)
+        metrics.requests.labels(api, "OK").inc()
+        metrics.latency.labels(api).observe(time.perf_counter() - started)
+        return reply
 
-        def restart() -> None:
-            url = host.restart()
-            backend.reconnect(url)  # type: ignore[attr-defined]
-
-        return Supervisor(
-            ready,
-            self._publish,
-            restart,
-            dead=lambda: not host.alive(),
-            policy=RestartPolicy(self.config.triton_restarts),
-            interval=self.config.watch_seconds,
+    def Score(self, request: reward_pb2.ScoreRequest, context: grpc.ServicerContext) -> reward_pb2.ScoreResponse:
+        return self._call(
+            "Score", context, lambda deadline: self._encode(request, self.scorer.score(score_args(request), deadline))
         )
 
-    def _publish(self, state: State, why: str) -> None:
-        """Health (gRPC and HTTP) and fail-fast calls follow the supervisor."""
-        if self._stopped.is_set() or self.scorer is None:
-            return
-        where = getattr(self.backend, "url", "") or "in process"
-        self.scorer.unavailable = "" if state is State.SERVING else f"the model backend ({where}) is not serving: {why}"
-        set_health(self._health, serving=state is State.SERVING)
-        if state is State.FAILED:
-            set_alive(self._health, alive=False)
-            self.failed.set()
+    def ScoreBatch(
+        self, request: reward_pb2.ScoreBatchRequest, context: grpc.ServicerContext
+    ) -> reward_pb2.ScoreBatchResponse:
+        def work(deadline: Deadline) -> reward_pb2.ScoreBatchResponse:
+            limit = self.scorer.config.max_batch_items
+            if len(request.items) > limit:
+                raise LimitExceeded(f"{len(request.items)} items exceed the limit of {limit} per ScoreBatch call")
+            if not request.items:
+                raise InvalidRequest("items is empty: send at least one ScoreRequest")
+            results = self.scorer.score_many([score_args(item) for item in request.items], deadline)
+            return reward_pb2.ScoreBatchResponse(
+                results=[self._encode(item, s) for item, s in zip(request.items, results, strict=True)]
+            )
 
-    def ready(self) -> bool:
-        return self.supervisor is not None and self.supervisor.state is State.SERVING
+        return self._call("ScoreBatch", context, work)
 
-    def _start_http(self, scorer: Scorer) -> None:
-        import uvicorn
-
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((self.config.host, self.config.http_port))
-        except OSError as e:
-            sock.close()
-            raise PortInUse(f"cannot listen on {self.config.host}:{self.config.http_port} for HTTP: {e}") from None
-        sock.listen(2048)  # listening before start() returns: uvicorn's own listen comes later, in its thread
-        self.http_port = sock.getsockname()[1]
-        app = create_app(scorer, self.ready, self.config.auth_token)
-        self._http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-        self._http_thread = threading.Thread(target=self._http.run, kwargs={"sockets": [sock]}, daemon=True)
-        self._http_thread.start()
-
-    def stop(self, grace: float | None = None) -> None:
-        """Stop accepting calls, let in-flight ones finish within `grace` seconds, release everything."""
-        if self._stopped.is_set():
-            return
-        if self.supervisor is not None:
-            self.supervisor.stop()
-        if self._health is not None:
-            set_health(self._health, serving=False)
-        if self._grpc is not None:
-            self._grpc.stop(grace).wait()
-        if self._http is not None:
-            self._http.should_exit = True
-            if self._http_thread:
-                self._http_thread.join(timeout=10)
-        if self.backend is not None:
-            self.backend.close()
-        if self.host is not None:
-            self.host.stop()
-        self._stopped.set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until stopped (or `timeout` seconds); True once stopped."""
-        return self._stopped.wait(timeout)
-
-    def __enter__(self) -> ScorerServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def GetModelInfo(self, request: reward_pb2.ModelInfoRequest, context: grpc.ServicerContext) -> reward_pb2.ModelInfo:
+        config = self.scorer.config
+        return reward_pb2.ModelInfo(
+            name=self.model_name,
+            backend=self.scorer.backend.name,
+            max_length=config.max_length,
+            max_responses=config.max_responses,
+            truncation=config.truncation,
+        )
 
 
-def serve(config: ScorerConfig) -> None:
-    """Run until SIGTERM or SIGINT, then drain gracefully."""
-    server = ScorerServer(config).start()
+def bearer_ok(metadata: Any, token: str) -> bool:
+    values = [v for k, v in (metadata or ()) if k == "authorization"]
+    return bool(values) and hmac.compare_digest(str(values[0]).encode(), f"Bearer {token}".encode())
 
-    def drain(signum: int, frame: Any) -> None:
-        log.info("signal %d: draining for up to %.0f s", signum, config.drain_seconds)
-        threading.Thread(target=server.stop, args=(config.drain_seconds,), daemon=True).start()
 
-    signal.signal(signal.SIGTERM, drain)
-    signal.signal(signal.SIGINT, drain)
-    http = f"{config.host}:{server.http_port}" if config.http_port >= 0 else "off"
-    print(f"serving: gRPC {config.host}:{server.grpc_port}  HTTP {http}", flush=True)
-    while not server.wait(0.5):
-        if server.failed.is_set():
-            log.error("the model backend could not be restarted: stopping, for a fresh process to take over")
-            server.stop(config.drain_seconds)
-            raise SystemExit(1)
+class BearerAuth(grpc.ServerInterceptor):
+    """UNAUTHENTICATED unless `authorization: Bearer <token>`; health and reflection stay open for probes."""
+
+    OPEN = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+        self._deny = grpc.unary_unary_rpc_method_handler(
+            lambda request, context: context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        )
+
+    def intercept_service(self, continuation: Any, details: Any) -> Any:
+        if details.method.startswith(self.OPEN) or bearer_ok(details.invocation_metadata, self.token):
+            return continuation(details)
+        return self._deny
+
+
+def create_server(config: ScorerConfig, scorer: Scorer, model_name: str) -> tuple[grpc.Server, int, Any]:
+    """(server, bound port, health servicer). Health says NOT_SERVING until `set_health`; PortInUse
+    when the port is taken."""
+    interceptors = [BearerAuth(config.auth_token)] if config.auth_token else []
+    options = [
+        *SERVER_OPTIONS,
+        ("grpc.max_receive_message_length", config.max_message_bytes),
+        ("grpc.max_send_message_length", config.max_message_bytes),
+    ]
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=config.workers), interceptors=interceptors, options=options
+    )
+    servicer = RewardServicer(scorer, model_name)
+    server.add_generic_rpc_handlers((checked_handler(servicer, SERVICE_DESCRIPTOR, servicer.inspect),))
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    set_health(health_servicer, serving=False)
+    set_alive(health_servicer, alive=True)  # alive while loading: no restart
+    reflection.enable_server_reflection([SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    credentials = None
+    if config.tls_cert:
+        with open(config.tls_key, "rb") as k, open(config.tls_cert, "rb") as c:
+            credentials = grpc.ssl_server_credentials([(k.read(), c.read())])
+    port = bind(server, f"{config.host}:{config.grpc_port}", credentials)
+    return server, port, health_servicer
+
+
+def _status(ok: bool) -> Any:
+    return health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+def set_health(servicer: Any, serving: bool) -> None:
+    """Readiness: "" and the RewardService name."""
+    for name in ("", SERVICE):
+        servicer.set(name, _status(serving))
+
+
+def set_alive(servicer: Any, alive: bool) -> None:
+    """Liveness (`liveness`): NOT_SERVING makes the orchestrator restart the process."""
+    servicer.set(LIVENESS, _status(alive))

@@ -17,9 +17,9 @@ from services.scorer.backends import Backend
 from services.scorer.config import ScorerConfig
 from services.scorer.deadline import Deadline, always
 from services.scorer.errors import BackendUnavailable, ScorerError
-from services.scorer.metrics import ScorerMetrics
-from services.scorer.scoring import ScoreJob, best_index, longest_token, make_job, query_text, tokenize_job
-from services.scorer.scoring import tokenize_texts as tokenize_queries
+from services.scorer.telemetry import ScorerMetrics
+from services.scorer.tokenization import ScoreJob, best_index, longest_token, make_job, query_text, tokenize_job
+from services.scorer.tokenization import tokenize_texts as tokenize_queries
 from services.scorer.tokenizer_pool import TokenizerPool
 
 ROUND = 4  # inference rounds hold this many Triton batches; the deadline and the caller are checked between

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from cheems.forward import score_in_groups
 from services.scorer import processes
-from services.scorer.backends import score_in_groups
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class TritonHost:
         from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
         from pytriton.triton import Triton, TritonConfig
 
-        from trainer.model import load_model
+        from cheems.model import load_model
 
         logging.getLogger("pytriton").setLevel(logging.WARNING)
         use_running_libpython()

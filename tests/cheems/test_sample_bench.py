@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from cheems.bench import read_bench
+from cheems.cheemsbench import read_bench
+from cheems.rewards_file import read_rewards
 from cheems.sample_bench import write_sample
-from evaluator.rewards import read_rewards
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 PAPER_CATEGORIES = {"推理", "数学", "代码", "知识", "语言", "安全", "理解", "复杂指令"}

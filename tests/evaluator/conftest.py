@@ -9,7 +9,7 @@ import pytest
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.scorer.config import ScorerConfig
-from services.scorer.server import ScorerServer
+from services.scorer.runtime import ScorerServer
 from trainer.tiny import init_tiny_model
 
 

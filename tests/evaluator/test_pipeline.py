@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, select
 
-from cheems.rewards import write_rewards
+from cheems.rewards_file import write_rewards
 from evaluator.evaluate import evaluate_files, load_subsets
 from evaluator.pipeline import ResultSink, ScoreWorker, run_state, start_run
 from evaluator.report import to_json
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
-from services.scorer.server import ScorerServer
+from services.scorer.runtime import ScorerServer
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
 from services.store.models import EvalScore
@@ -150,7 +150,7 @@ def test_cli_eval_via_kafka_equals_eval_on_a_rewards_file(scorer: ScorerServer, 
 
     def cheems(*args: object) -> None:
         run = subprocess.run(
-            [sys.executable, "-m", "cheems.cli", *map(str, args)],
+            [sys.executable, "-m", "cheems_cli", *map(str, args)],
             capture_output=True,
             text=True,
             timeout=300,

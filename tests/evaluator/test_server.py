@@ -22,7 +22,7 @@ from evaluator.server import EvaluationServicer, host, resolve_bench
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
 from services.hosting import GrpcHost, HostConfig
-from services.scorer.server import ScorerServer
+from services.scorer.runtime import ScorerServer
 from services.store.db import session_scope
 from services.store.models import EvalRun, EvalScore
 

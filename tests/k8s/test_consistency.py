@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import typer.main
 
-from cheems.cli import app
+from cheems_cli.main import app
 from services import hosting
 from tests.k8s.manifests import (
     APP_OVERLAYS,
@@ -29,7 +29,7 @@ from tests.k8s.manifests import (
 from trainer.recipes import recipe
 
 CLI = typer.main.get_command(app)
-SOURCES = [p for d in ("cheems", "services", "evaluator", "trainer") for p in (ROOT / d).rglob("*.py")]
+SOURCES = [p for d in ("cheems", "cheems_cli", "services", "evaluator", "trainer") for p in (ROOT / d).rglob("*.py")]
 CODE = "\n".join(p.read_text(encoding="utf-8") for p in SOURCES if "/v1/" not in str(p))
 PORT_OPTIONS = ("port", "grpc_port", "http_port", "health_port")
 ROLE_PORTS = {  # command -> the ports it must listen on (services/hosting.py)

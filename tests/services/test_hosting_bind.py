@@ -16,7 +16,7 @@ from cheems.errors import PortInUse
 from cheems.v1 import reward_pb2, reward_pb2_grpc
 from services.hosting import GrpcHost, HostConfig
 from services.scorer.config import ScorerConfig
-from services.scorer.server import ScorerServer
+from services.scorer.runtime import ScorerServer
 from trainer.tiny import init_tiny_model
 
 REQUEST = reward_pb2.ScoreRequest(prompt="你好", responses=["你好！", "您好，有什么可以帮您？"])

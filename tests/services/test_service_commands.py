@@ -47,7 +47,7 @@ from services.store.models import Prompt, Response
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 BENCH = [str(SAMPLE / "open.jsonl"), str(SAMPLE / "human.jsonl")]
-CHEEMS = [sys.executable, "-m", "cheems.cli"]
+CHEEMS = [sys.executable, "-m", "cheems_cli"]
 SERVING = health_pb2.HealthCheckResponse.SERVING
 
 

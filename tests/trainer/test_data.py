@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from cheems.bench import ranked_pairs
 from cheems.chat import Conversation, encode
+from cheems.cheemsbench import ranked_pairs
 from cheems.responses import Response, content_id
 from trainer.data import (
     Dataset,

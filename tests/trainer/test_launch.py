@@ -70,7 +70,7 @@ def test_multi_node_torchrun_args() -> None:
 
 def test_cli_refuses_nnodes_without_an_endpoint(tmp_path: Path) -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "cheems.cli", "train", "--nnodes", "2", "--set", f"out_dir={tmp_path / 'run'}"],
+        [sys.executable, "-m", "cheems_cli", "train", "--nnodes", "2", "--set", f"out_dir={tmp_path / 'run'}"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -82,7 +82,7 @@ def test_cli_refuses_nnodes_without_an_endpoint(tmp_path: Path) -> None:
 
 def test_two_nodes_meet_at_the_rendezvous_and_train(tmp_path: Path) -> None:
     """Two `cheems train --nnodes 2` processes: one world of 2, so each step takes 2 x micro_batch_size."""
-    cli = [sys.executable, "-m", "cheems.cli"]
+    cli = [sys.executable, "-m", "cheems_cli"]
     made = subprocess.run(
         [*cli, "init-model", "--out", str(tmp_path / "model"), "--hidden-size", "32"],
         capture_output=True,

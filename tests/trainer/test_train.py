@@ -13,13 +13,14 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from cheems.bench import BenchItem, write_bench
 from cheems.chat import Conversation, encode_many
+from cheems.cheemsbench import BenchItem, write_bench
+from cheems.forward import forward_rewards
+from cheems.model import load_model
 from cheems.responses import Response
 from trainer.config import TrainConfig
 from trainer.distributed import World
 from trainer.evaluation import evaluate_model
-from trainer.model import load_model, rewards
 from trainer.tiny import init_tiny_model
 from trainer.train import train
 
@@ -114,7 +115,7 @@ def test_export_loads_in_transformers_with_the_trainers_scores(
     encoded = [e.input_ids for e in encode_many(tokenizer, conversations)]
     with torch.no_grad():
         expected = [hf(input_ids=torch.tensor([ids])).logits[0, 0].item() for ids in encoded]
-        batched = rewards(ours.eval(), encoded).tolist()
+        batched = forward_rewards(ours.eval(), encoded).tolist()
     assert batched == pytest.approx(expected, abs=1e-5)
 
 
@@ -159,7 +160,7 @@ def test_two_processes_match_one_process(tiny: Path, files: tuple[Path, Path], t
     cmd = [
         sys.executable,
         "-m",
-        "cheems.cli",
+        "cheems_cli",
         "train",
         "--recipe",
         "tiny-cpu",

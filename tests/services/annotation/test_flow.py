@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cheems.bench import read_bench
+from cheems.cheemsbench import read_bench
 from trainer.data import read_groups
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "sample"
@@ -20,7 +20,7 @@ SAMPLE = Path(__file__).resolve().parents[3] / "data" / "sample"
 
 def cheems(*args: object) -> str:
     run = subprocess.run(
-        [sys.executable, "-m", "cheems.cli", *map(str, args)], capture_output=True, text=True, timeout=600, check=False
+        [sys.executable, "-m", "cheems_cli", *map(str, args)], capture_output=True, text=True, timeout=600, check=False
     )
     assert run.returncode == 0, run.stderr[-3000:]
     return run.stdout

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cheems.bench import read_bench
+from cheems.cheemsbench import read_bench
 from cheems.errors import FormatError
 from services.annotation.resolve_file import resolve_file
 
@@ -90,7 +90,7 @@ def test_cli(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "cheems.cli",
+            "cheems_cli",
             "resolve",
             str(src),
             "--out",
@@ -107,7 +107,7 @@ def test_cli(tmp_path: Path) -> None:
     assert "conflict_ratio 0.0000" in run.stdout and "merged_nodes 0" in run.stdout
     bad = write(tmp_path / "bad.jsonl", ["{"])
     run = subprocess.run(
-        [sys.executable, "-m", "cheems.cli", "resolve", str(bad), "--out", str(tmp_path / "x.jsonl")],
+        [sys.executable, "-m", "cheems_cli", "resolve", str(bad), "--out", str(tmp_path / "x.jsonl")],
         capture_output=True,
         text=True,
         timeout=60,

@@ -61,7 +61,7 @@ def test_listens_everywhere_and_advertises_its_address() -> None:
 
 def test_dev_broker_command_serves_the_topics_and_stops_on_sigterm(tmp_path: Path) -> None:
     port = free_port()
-    cmd = [sys.executable, "-m", "cheems.cli", "dev", "broker", "--port", str(port), "--partitions", "1"]
+    cmd = [sys.executable, "-m", "cheems_cli", "dev", "broker", "--port", str(port), "--partitions", "1"]
     out = tmp_path / "broker.out"
     with out.open("wb") as sink:
         process = subprocess.Popen(

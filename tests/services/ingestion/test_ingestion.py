@@ -115,7 +115,7 @@ def test_cli(tmp_path: Path) -> None:
     bad.write_text("\n".join(LINES) + "\n", encoding="utf-8")
     db = f"sqlite:///{tmp_path / 'c.db'}"
     run: Any = subprocess.run(
-        [sys.executable, "-m", "cheems.cli", "ingest", str(bad), "--db", db],
+        [sys.executable, "-m", "cheems_cli", "ingest", str(bad), "--db", db],
         capture_output=True,
         text=True,
         timeout=120,
@@ -125,7 +125,7 @@ def test_cli(tmp_path: Path) -> None:
     assert "stored 3  duplicates 1  rejected 3" in run.stdout
     assert f"{bad}:3: invalid JSON" in run.stderr and f"{bad}:5: prompt: empty prompt" in run.stderr
     run = subprocess.run(
-        [sys.executable, "-m", "cheems.cli", "ingest", str(SAMPLE / "open.jsonl"), "--db", db],
+        [sys.executable, "-m", "cheems_cli", "ingest", str(SAMPLE / "open.jsonl"), "--db", db],
         capture_output=True,
         text=True,
         timeout=120,

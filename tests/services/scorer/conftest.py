@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from services.scorer.config import ScorerConfig
-from services.scorer.server import ScorerServer
+from services.scorer.runtime import ScorerServer
 from trainer.tiny import init_tiny_model
 
 

@@ -17,7 +17,7 @@ def test_serve_score_and_sigterm(tiny_model: Path) -> None:
         [
             sys.executable,
             "-m",
-            "cheems.cli",
+            "cheems_cli",
             "serve",
             "--model",
             str(tiny_model),
@@ -41,7 +41,7 @@ def test_serve_score_and_sigterm(tiny_model: Path) -> None:
             [
                 sys.executable,
                 "-m",
-                "cheems.cli",
+                "cheems_cli",
                 "score",
                 "--model-url",
                 f"127.0.0.1:{port}",
@@ -64,7 +64,7 @@ def test_serve_score_and_sigterm(tiny_model: Path) -> None:
             [
                 sys.executable,
                 "-m",
-                "cheems.cli",
+                "cheems_cli",
                 "score",
                 "--model-url",
                 f"127.0.0.1:{port}",

@@ -28,7 +28,7 @@ from services.scorer.client import (
     to_sample,
 )
 from services.scorer.config import ScorerConfig
-from services.scorer.server import ScorerServer
+from services.scorer.runtime import ScorerServer
 from services.scorer.triton_model import free_port
 
 PROMPT = "写一句关于春天的诗。"

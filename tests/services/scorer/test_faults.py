@@ -24,7 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from cheems.v1 import reward_pb2, reward_pb2_grpc
 from services.scorer import processes
 from services.scorer.config import ScorerConfig
-from services.scorer.server import ScorerServer
+from services.scorer.runtime import ScorerServer
 from services.scorer.triton_model import free_port
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -135,7 +135,7 @@ def test_a_scorer_that_cannot_restart_triton_fails_liveness(tiny_model: Path) ->
 
 
 def serve(model: Path, port: int, *extra: str) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "cheems.cli", "serve", "--model", str(model), "--grpc-port", str(port)]
+    command = [sys.executable, "-m", "cheems_cli", "serve", "--model", str(model), "--grpc-port", str(port)]
     process = subprocess.Popen(
         [*command, "--http-port", "-1", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

@@ -16,10 +16,11 @@ import pytest
 import requests
 
 from cheems.chat import Conversation, encode_many
-from services.scorer.server import ScorerServer
+from cheems.forward import forward_rewards
+from cheems.model import load_model
+from services.scorer.runtime import ScorerServer
 from services.scorer.triton_model import free_port
 from tests.services.scorer.conftest import running
-from trainer.model import load_model, rewards
 
 PROMPT = "请用一句话介绍长城。"
 RESPONSES = ["长城是中国古代修建的军事防御工程，绵延上万里。", "不知道。", "The Great Wall 很长 very long。"]
@@ -104,7 +105,7 @@ def test_openrlhf_get_reward_with_the_exact_json_it_sends(
     assert set(reply) == {"rewards", "scores", "extra_logs"}
     model, _ = load_model(tiny_model)
     ids = [e.input_ids for e in encode_many(tokenizer, [Conversation(PROMPT, r) for r in RESPONSES])]
-    expected = rewards(model.eval(), ids).tolist()
+    expected = forward_rewards(model.eval(), ids).tolist()
     assert reply["rewards"] == pytest.approx(expected, abs=1e-5) and reply["scores"] == reply["rewards"]
     assert reply["extra_logs"] == {"query_tokens": [len(i) for i in ids], "truncated": [0, 0, 0]}
 

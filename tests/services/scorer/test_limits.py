@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from cheems.v1 import reward_pb2, reward_pb2_grpc
-from services.scorer.server import ScorerServer
+from services.scorer.runtime import ScorerServer
 from tests.services.scorer.conftest import running
 
 AUTH = [("authorization", "Bearer s3cret")]  # strict_server's token

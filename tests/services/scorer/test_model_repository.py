@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cheems.errors import ModelError
 from services.scorer.backends import TorchBackend, TritonBackend
 from services.scorer.model_repository import export_triton_repository
 from services.scorer.triton_model import free_port
@@ -70,5 +71,5 @@ def test_exported_repository_serves_the_checkpoints_scores(tiny_model: Path, tmp
 
 
 def test_export_refuses_a_directory_without_weights(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match=r"no \*\.safetensors"):
+    with pytest.raises(ModelError, match=r"no \*\.safetensors"):
         export_triton_repository(tmp_path, tmp_path / "repo")

@@ -24,7 +24,8 @@ import requests
 import torch
 
 from cheems.chat import Conversation, encode_many
-from trainer.model import load_model, rewards
+from cheems.forward import forward_rewards
+from cheems.model import load_model
 
 TOKEN = "f3a9c1d7e5b2"
 PROMPTS = [
@@ -102,7 +103,7 @@ def ready(url: str, seconds: float = 30) -> None:
 def served(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`cheems serve` in its own process, its token from the environment; yields the HTTP base URL."""
     log = tmp_path_factory.mktemp("openrlhf") / "serve.log"
-    command = [sys.executable, "-m", "cheems.cli", "serve", "--model", str(tiny_model), "--backend", "triton"]
+    command = [sys.executable, "-m", "cheems_cli", "serve", "--model", str(tiny_model), "--backend", "triton"]
     command += ["--grpc-port", "0", "--http-port", "0", "--host", "127.0.0.1", "--drain-seconds", "1"]
     env = {**os.environ, "CHEEMS_SCORER_TOKEN": TOKEN, "PYTHONUNBUFFERED": "1"}
     with log.open("wb") as out:
@@ -140,5 +141,5 @@ def test_openrlhf_scores_a_rollout_batch_through_a_token_in_the_url(served: str,
 
     some = pairs[:10]  # and the reward is the trained model's own, as the trainer computes it
     ids = [e.input_ids for e in encode_many(tokenizer, [Conversation(p, r) for p, r in some])]
-    assert reply["rewards"][:10] == pytest.approx(rewards(model.eval(), ids).tolist(), abs=1e-4)
+    assert reply["rewards"][:10] == pytest.approx(forward_rewards(model.eval(), ids).tolist(), abs=1e-4)
     assert reply["extra_logs"]["query_tokens"][:10] == [len(i) for i in ids]

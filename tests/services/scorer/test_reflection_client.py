@@ -16,7 +16,7 @@ import pytest
 from google.protobuf import descriptor_pool, message_factory
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
-from services.scorer.server import ScorerServer
+from services.scorer.runtime import ScorerServer
 from tests.services.scorer.conftest import running
 
 SERVICE = "cheems.v1.RewardService"

@@ -14,10 +14,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from cheems.chat import Conversation, encode_many
+from cheems.forward import forward_rewards
+from cheems.model import load_model
 from cheems.v1 import reward_pb2, reward_pb2_grpc
 from services.scorer.config import ScorerConfig
-from services.scorer.server import ScorerServer
-from trainer.model import load_model, rewards
+from services.scorer.runtime import ScorerServer
 
 PROMPT = "请用一句话介绍长城。"
 RESPONSES = ["长城是中国古代修建的军事防御工程，绵延上万里。", "不知道。", "The Great Wall 很长 very long。"]
@@ -52,7 +53,7 @@ def http(server: ScorerServer, path: str, body: Any = None, token: str = "") -> 
 def trainer_scores(model_dir: Path, prompt: str, responses: list[str]) -> list[float]:
     model, tokenizer = load_model(model_dir)
     ids = [e.input_ids for e in encode_many(tokenizer, [Conversation(prompt, r) for r in responses])]
-    return rewards(model.eval(), ids).tolist()
+    return forward_rewards(model.eval(), ids).tolist()
 
 
 def test_scores_through_triton_equal_the_trainers(triton_server: ScorerServer, tiny_model: Path) -> None:
@@ -193,7 +194,7 @@ def test_unreachable_triton_is_unavailable(tiny_model: Path) -> None:
 def test_training_and_serving_produce_identical_token_ids(tiny_model: Path) -> None:
     from cheems.chat import Truncation
     from cheems.responses import Response
-    from services.scorer.scoring import make_job, tokenize_job
+    from services.scorer.tokenization import make_job, tokenize_job
     from trainer.data import PromptGroup, tokenize_groups
 
     _, tokenizer = load_model(tiny_model)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from services.scorer.client import RewardClient
-from services.scorer.server import ScorerServer
+from services.scorer.runtime import ScorerServer
 
 # transformers 5 renames gradient checkpointing; TRL 1.16 still calls the old names
 pytestmark = pytest.mark.filterwarnings("ignore:.*gradient_checkpointing:FutureWarning:transformers")

@@ -1,18 +1,16 @@
-"""Joining a rewards file (`cheems.rewards`) with bench items. A rewards file may cover several bench files."""
+"""Joining a rewards file (`cheems.rewards_file`) with bench items. A rewards file may cover several bench files."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from cheems.bench import BenchItem
-from cheems.rewards import RewardKey, read_rewards, write_rewards
+from cheems.cheemsbench import BenchItem
+from cheems.rewards_file import RewardKey
 from evaluator.errors import EvaluationError
 from evaluator.metrics import ScoredPrompt
 
-__all__ = ["RewardKey", "read_rewards", "score_items", "write_rewards"]
 
-
-def score_items(items: Sequence[BenchItem], rewards: Mapping[RewardKey, float], source: str) -> list[ScoredPrompt]:
+def join_rewards(items: Sequence[BenchItem], rewards: Mapping[RewardKey, float], source: str) -> list[ScoredPrompt]:
     """Join bench items with their rewards; every benchmark response must have one."""
     scored = []
     for item in items:

@@ -3,6 +3,7 @@
 Any Hugging Face decoder with a scalar, bias-free head read at the last token: saved in
 safetensors so vLLM, other servers and our scorer load it as they load Skywork-style RMs.
 Official CheemsRM checkpoints (a causal LM plus a `v_head`) are converted by `convert_v_head`.
+Shared by the trainer and the scorer; the forward pass is in `cheems.forward`.
 Weights are only ever read from safetensors (no pickle), and remote code is off unless asked.
 """
 
@@ -10,14 +11,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from cheems.errors import CheemsError
+from cheems.errors import ModelError
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +27,6 @@ def quiet_transformers() -> None:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-
-
-class ModelError(CheemsError):
-    """A checkpoint cannot be loaded or converted."""
 
 
 def head_of(model: nn.Module) -> nn.Linear:
@@ -91,24 +87,6 @@ def save_model(
         text = json.dumps(metadata, ensure_ascii=False, indent=2, default=str)
         (directory / "cheems_metadata.json").write_text(text + "\n", encoding="utf-8")
     return directory
-
-
-def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded input_ids and attention_mask."""
-    longest = max(len(s) for s in sequences)
-    ids = torch.full((len(sequences), longest), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(sequences), longest), dtype=torch.long)
-    for row, seq in enumerate(sequences):
-        ids[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
-        mask[row, : len(seq)] = 1
-    return ids, mask
-
-
-def rewards(model: Any, sequences: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> torch.Tensor:
-    """Scalar reward of each token sequence: the head at its last token, as float32. DDP-wrapped models work."""
-    ids, mask = pad_batch(sequences, getattr(model, "module", model).config.pad_token_id)
-    logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
-    return logits[:, 0].float()
 
 
 def convert_v_head(source: str | Path, out: str | Path) -> Path:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cheems.bench import BenchItem, read_bench, write_bench
+from cheems.cheemsbench import BenchItem, read_bench, write_bench
 from cheems.errors import FormatError
 from cheems.responses import Response
 

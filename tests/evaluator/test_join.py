@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from cheems.bench import BenchItem
+from cheems.cheemsbench import BenchItem
 from cheems.errors import FormatError
 from cheems.responses import Response
+from cheems.rewards_file import read_rewards, write_rewards
 from evaluator.errors import EvaluationError
-from evaluator.rewards import read_rewards, score_items, write_rewards
+from evaluator.join import join_rewards
 
 GOOD = [{"input": "你好吗？", "id": "a", "reward": 1.5}, {"input": "你好吗？", "id": "b", "reward": -2}]
 
@@ -60,15 +61,15 @@ def item(text: str = "你好吗？", line: int = 7) -> BenchItem:
 
 def test_score_items_joins_by_prompt_and_id() -> None:
     rewards = {("你好吗？", "a"): 1.0, ("你好吗？", "b"): 0.5, ("别的问题", "a"): 9.0}
-    [scored] = score_items([item()], rewards, "open.jsonl")
+    [scored] = join_rewards([item()], rewards, "open.jsonl")
     assert (scored.category, scored.ranks, scored.rewards) == ("理解", (1, 2), (1.0, 0.5))
 
 
 def test_missing_reward_is_an_error_naming_file_line_and_response() -> None:
     with pytest.raises(EvaluationError, match=r"open.jsonl:7: no reward for response 'b'"):
-        score_items([item()], {("你好吗？", "a"): 1.0}, "open.jsonl")
+        join_rewards([item()], {("你好吗？", "a"): 1.0}, "open.jsonl")
 
 
 def test_reward_of_the_same_id_under_another_prompt_does_not_count() -> None:
     with pytest.raises(EvaluationError, match="'a'"):
-        score_items([item()], {("别的问题", "a"): 1.0, ("你好吗？", "b"): 1.0}, "open.jsonl")
+        join_rewards([item()], {("别的问题", "a"): 1.0, ("你好吗？", "b"): 1.0}, "open.jsonl")

@@ -7,10 +7,11 @@ from typing import Any
 import pytest
 
 from cheems.chat import Truncation, render
-from services.scorer.batching import bucket_length, by_bucket, length_groups
+from cheems.forward import length_groups
+from services.scorer.batching import bucket_length, by_bucket
 from services.scorer.config import ScorerConfig
 from services.scorer.errors import InvalidRequest, LimitExceeded
-from services.scorer.scoring import (
+from services.scorer.tokenization import (
     ScoreJob,
     best_index,
     bounded,

@@ -14,7 +14,7 @@ from evaluator.report import to_json
 
 
 def cheems(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "cheems.cli", *map(str, args)]
+    cmd = [sys.executable, "-m", "cheems_cli", *map(str, args)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
 
 

@@ -9,7 +9,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from cheems.chat import Conversation, encode
-from trainer.model import ModelError, convert_v_head, head_of, init_head, load_model, rewards
+from cheems.errors import ModelError
+from cheems.forward import forward_rewards
+from cheems.model import convert_v_head, head_of, init_head, load_model
 from trainer.tiny import build_model, build_tokenizer, tiny_config
 
 
@@ -63,7 +65,7 @@ def test_official_v_head_checkpoint_converts_to_sequence_classification(tokenize
     with torch.no_grad():
         hidden = backbone(input_ids=torch.tensor([ids])).last_hidden_state[0, -1]
         expected = (hidden @ v_head[0]).item()
-        got = rewards(model.eval(), [ids]).item()
+        got = forward_rewards(model.eval(), [ids]).item()
     assert got == pytest.approx(expected, abs=1e-5)
 
 

@@ -1,0 +1,3 @@
+"""The command line, the top floor of the house: one module per command group, each a thin call into
+the package that owns the work. Entry point: `cheems = cheems_cli.main:app`.
+"""

@@ -1,0 +1,131 @@
+"""`cheems resolve` and `cheems annotate ...`: annotations -> rankings -> CheemsPreference."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from cheems_cli.options import clear_errors
+
+app = typer.Typer()
+annotate = typer.Typer(
+    help="Annotation steps: simulate, judge, distant supervision, export, filter.", no_args_is_help=True
+)
+
+
+@app.command("resolve")
+@clear_errors
+def resolve_command(
+    annotations: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Raw annotations jsonl.")],
+    out: Annotated[Path, typer.Option(help="CheemsBench jsonl to write.")],
+    stats: Annotated[Path | None, typer.Option(help="Write statistics as JSON here.")] = None,
+) -> None:
+    """Resolve conflicting annotations into partial rankings (the paper's Algorithm 1)."""
+    from services.annotation.resolve_file import resolve_file
+
+    result = resolve_file(annotations, out, stats)
+    typer.echo(
+        f"prompts {result.prompts}  annotations {result.annotations}  relations {result.relations}  "
+        f"conflicts {result.conflicts}  conflict_ratio {result.conflict_ratio:.4f}  "
+        f"merged_nodes {result.merged_nodes}"
+    )
+    if result.skipped_prompts or result.unranked_responses:
+        typer.echo(
+            f"left out: {result.skipped_prompts} prompts with fewer than two ranks, "
+            f"{result.unranked_responses} responses in no relation"
+        )
+    typer.echo(f"wrote {out}")
+
+
+@annotate.command("simulate")
+@clear_errors
+def annotate_simulate(
+    bench: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Bench file whose ranks are the truth.")],
+    out: Annotated[Path, typer.Option(help="Raw annotations (cheems resolve input) to write.")],
+    kind: Annotated[str, typer.Option(help="human (triple-wise) or ai (pairwise).")] = "human",
+    noise: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.1,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Simulate noisy annotators (for demos and tests; no people or paid API needed)."""
+    from services.annotation.commands import simulate
+
+    if kind not in {"human", "ai"}:
+        raise typer.BadParameter("must be human or ai", param_hint="--kind")
+    typer.echo(f"wrote {simulate(bench, out, kind, noise, seed)} prompts to {out}")
+
+
+@annotate.command("judge")
+@clear_errors
+def annotate_judge(
+    bench: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Prompts with responses (bench layout).")],
+    out: Annotated[Path, typer.Option(help="AI verdicts (cheems resolve input) to write.")],
+    base_url: Annotated[
+        str, typer.Option(envvar="CHEEMS_JUDGE_BASE_URL", help="OpenAI-compatible API, e.g. .../v1")
+    ] = "",
+    model: Annotated[str, typer.Option(envvar="CHEEMS_JUDGE_MODEL", help="Model name at that API.")] = "",
+    local_model: Annotated[str, typer.Option(help="Or: a local causal-LM checkpoint run with transformers.")] = "",
+    api_key: Annotated[str, typer.Option(envvar="CHEEMS_JUDGE_API_KEY")] = "",
+    both_orders: Annotated[bool, typer.Option(help="Judge both A/B orders; keep consistent verdicts.")] = False,
+    concurrency: Annotated[int, typer.Option(min=1)] = 8,
+    timeout: Annotated[float, typer.Option()] = 60.0,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Judge every pair of responses with an LLM (the paper's template); print position/length bias."""
+    from services.annotation.commands import dump, judge
+    from services.annotation.judge import JudgeConfig, OpenAICompatibleBackend, TransformersBackend
+
+    if bool(local_model) == bool(base_url and model):
+        raise typer.BadParameter("give --base-url with --model, or --local-model")
+    backend: Any = (
+        TransformersBackend(local_model) if local_model else OpenAICompatibleBackend(base_url, model, api_key, timeout)
+    )
+    typer.echo(
+        dump(judge(bench, out, backend, JudgeConfig(both_orders=both_orders, concurrency=concurrency, seed=seed)))
+    )
+
+
+@annotate.command("distant")
+@clear_errors
+def annotate_distant(
+    ai: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Raw AI verdicts.")],
+    rewards: Annotated[Path, typer.Option(exists=True, dir_okay=False, help="RM rewards of those responses.")],
+    out: Annotated[Path, typer.Option(help="Consistent rankings (bench layout) to write.")],
+    margin: Annotated[float, typer.Option(help="Drop a > b when the RM prefers b by more than this.")] = 0.0,
+    tie_margin: Annotated[float, typer.Option(help="Drop a = b when the RM separates them by more.")] = 1e9,
+) -> None:
+    """Distant supervision: drop AI verdicts the human-trained RM contradicts, then resolve."""
+    from services.annotation.commands import distant, dump
+
+    typer.echo(dump(distant(ai, rewards, out, margin, tie_margin)))
+
+
+@annotate.command("export")
+@clear_errors
+def annotate_export(
+    bench: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, help="Ranked bench files.")],
+    out: Annotated[Path, typer.Option(help="CheemsPreference training file to write.")],
+    debias: Annotated[bool, typer.Option(help="Balance chosen-longer and chosen-shorter pairs.")] = True,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Export rankings as CheemsPreference pairs (length-debiased)."""
+    from services.annotation.commands import dump, export
+
+    typer.echo(dump(export(bench, out, debias, seed)))
+
+
+@annotate.command("filter")
+@clear_errors
+def annotate_filter(
+    bench: Annotated[Path, typer.Argument(exists=True, dir_okay=False)],
+    out: Annotated[Path, typer.Option()],
+    max_chars: Annotated[int, typer.Option(min=1)] = 8000,
+    min_chinese_ratio: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.3,
+) -> None:
+    """Drop abnormally long or mostly non-Chinese responses; print rejections per rule."""
+    from services.annotation.commands import dump, filter_bench
+    from services.annotation.filters import FilterConfig
+
+    config = FilterConfig(max_chars=max_chars, min_chinese_ratio=min_chinese_ratio)
+    typer.echo(dump(filter_bench(bench, out, config)))

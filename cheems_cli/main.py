@@ -1,0 +1,37 @@
+"""The `cheems` console command: the top floor. Each command parses, calls the package that owns the work, prints.
+
+    cheems eval data/sample/open.jsonl data/sample/human.jsonl --rewards data/sample/rewards.jsonl
+
+Commands import their packages inside their bodies so `cheems --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+
+from cheems_cli import annotation, data, evaluation, models, scoring, services
+
+app = typer.Typer(
+    help="Build and evaluate Chinese reward models (CheemsBench, CheemsPreference, CheemsRM).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+for group in (evaluation.app, annotation.app, scoring.app, models.app, data.app):
+    app.add_typer(group)
+app.add_typer(annotation.annotate, name="annotate")
+app.add_typer(data.db, name="db")
+app.add_typer(services.service, name="service")
+app.add_typer(services.dev, name="dev")
+
+
+@app.callback()
+def main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug messages.")] = False,
+) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )

@@ -1,0 +1,78 @@
+"""Reward models: `cheems init-model`, `convert-checkpoint`, `train`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cheems_cli.options import clear_errors
+
+app = typer.Typer()
+
+
+@app.command("init-model")
+@clear_errors
+def init_model_command(
+    out: Annotated[Path, typer.Option(help="Directory to write the checkpoint to.")],
+    hidden_size: Annotated[int, typer.Option(min=8, help="Hidden size (multiple of 4).")] = 64,
+    layers: Annotated[int, typer.Option(min=1)] = 2,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Create the tiny Qwen2-architecture RM with the real Qwen2 vocabulary (offline, seconds)."""
+    from trainer.tiny import init_tiny_model
+
+    typer.echo(f"wrote {init_tiny_model(out, hidden_size, layers, seed)}")
+
+
+@app.command("convert-checkpoint")
+@clear_errors
+def convert_command(
+    source: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="Official CheemsRM checkpoint.")],
+    out: Annotated[Path, typer.Option(help="Where to write the sequence-classification checkpoint.")],
+) -> None:
+    """Convert an official CheemsRM checkpoint (causal LM + v_head) to AutoModelForSequenceClassification."""
+    from cheems.model import convert_v_head
+
+    typer.echo(f"wrote {convert_v_head(source, out)}")
+
+
+@app.command("train")
+@clear_errors
+def train_command(
+    recipe: Annotated[str, typer.Option(help="Recipe name: tiny-cpu, qwen25-paper.")] = "tiny-cpu",
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config field: key=value.")] = None,
+    nproc: Annotated[
+        int, typer.Option(min=1, envvar="PET_NPROC_PER_NODE", help="Processes on this machine: one per GPU.")
+    ] = 1,
+    nnodes: Annotated[int, typer.Option(min=1, envvar="PET_NNODES", help="Machines (pods) in the job.")] = 1,
+    rdzv_endpoint: Annotated[
+        str, typer.Option(envvar="PET_RDZV_ENDPOINT", help="host:port of the c10d rendezvous (multi-node).")
+    ] = "",
+    rdzv_id: Annotated[str, typer.Option(envvar="PET_RDZV_ID", help="Job id shared by every node.")] = "cheems",
+) -> None:
+    """Train a Bradley-Terry reward model; through torchrun with --nproc > 1 or on several nodes.
+
+    Multi-node (Kubernetes Indexed Job, Kubeflow PyTorchJob): every node runs the same command with
+    --nnodes and --rdzv-endpoint; torchrun's c10d rendezvous assigns the ranks.
+    """
+    import subprocess
+    import sys
+
+    from trainer.launch import LaunchConfig, torchrun_args
+
+    args = ["--recipe", recipe] + [a for kv in set_ or [] for a in ("--set", kv)]
+    try:
+        launch = LaunchConfig(nproc, nnodes, rdzv_endpoint, rdzv_id)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    if launch.distributed:
+        cmd = [sys.executable, "-m", "torch.distributed.run", *torchrun_args(launch), "-m", "trainer.train", *args]
+        raise typer.Exit(subprocess.call(cmd))
+    from trainer.train import main as train_main
+
+    try:
+        train_main(args)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None

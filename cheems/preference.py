@@ -102,7 +102,7 @@ def _add_answer_pair(draft: _Draft, obj: dict[str, Any], path: str | Path, line:
         try:
             answers.append(require(obj, key, str, path, line))
         except FormatError as e:
-            raise FormatError(path, line, e.reason, field=prefix + key) from None
+            raise FormatError(path, line, e.message, field=prefix + key) from None
     preference = obj.get("preference")
     if isinstance(preference, bool) or str(preference) not in {"1", "2"}:
         problem = "missing field" if "preference" not in obj else f"expected 1 or 2, got {preference!r}"

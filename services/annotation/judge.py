@@ -25,14 +25,14 @@ from enum import StrEnum
 from itertools import combinations
 from typing import Any, Protocol
 
-from cheems.errors import CheemsError
+from cheems import errors
 from services.annotation.judge_prompt import judge_prompt
 from services.annotation.resolve import Relation
 
 log = logging.getLogger(__name__)
 
 
-class JudgeError(CheemsError):
+class JudgeError(errors.Unavailable):
     """The judge endpoint failed after its retries."""
 
 

@@ -16,23 +16,14 @@ from sqlalchemy.engine import Engine
 
 from cheems.v1 import annotation_pb2, annotation_pb2_grpc, common_pb2
 from services.annotation.service import AnnotationService
+from services.grpc_errors import abort
 from services.hosting import GrpcHost, HostConfig
 from services.store.errors import (
-    Conflict,
     InvalidRecord,
     StoreError,
-    TaskClosed,
     UnknownPrompt,
-    UnknownResponse,
-    UnknownTask,
 )
 
-STATUS: list[tuple[type[Exception] | tuple[type[Exception], ...], grpc.StatusCode]] = [
-    (UnknownPrompt, grpc.StatusCode.NOT_FOUND),
-    ((UnknownResponse, UnknownTask, InvalidRecord), grpc.StatusCode.INVALID_ARGUMENT),
-    ((TaskClosed, Conflict), grpc.StatusCode.FAILED_PRECONDITION),
-    (StoreError, grpc.StatusCode.INTERNAL),
-]
 KINDS = {annotation_pb2.ANNOTATOR_KIND_HUMAN: "human", annotation_pb2.ANNOTATOR_KIND_AI: "ai"}
 
 
@@ -61,8 +52,7 @@ class AnnotationServicer(annotation_pb2_grpc.AnnotationServiceServicer):
         try:
             return work()
         except StoreError as e:
-            code = next(c for kind, c in STATUS if isinstance(e, kind))
-            context.abort(code, str(e))
+            abort(context, e)
 
     def CreateTasks(self, request: Any, context: grpc.ServicerContext) -> Any:
         def work() -> Any:

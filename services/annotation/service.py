@@ -89,7 +89,7 @@ class AnnotationService:
             try:
                 relations_of(result, keys, "request", 0, "annotation")
             except FormatError as e:
-                raise InvalidRecord(e.reason) from None
+                raise InvalidRecord(e.message) from None
             created = repository.add_annotation(
                 session, annotation_id, prompt_id, annotator, kind, result, discarded, task_id
             )

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError, Message
 
-from cheems.errors import CheemsError
+from cheems import errors
 from services.bus.topics import PAYLOADS, SCHEMA_VERSION
 
 VERSION_HEADER = "cheems-schema-version"
@@ -19,7 +19,7 @@ TYPE_HEADER = "cheems-type"
 Headers = list[tuple[str, bytes]]
 
 
-class BadMessage(CheemsError):
+class BadMessage(errors.InvalidInput):
     """A message that cannot be decoded as its topic's event."""
 
 

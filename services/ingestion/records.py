@@ -78,5 +78,5 @@ def parse_lines(lines: list[str], path: str | Path = "<input>") -> Parsed:
         except json.JSONDecodeError as e:
             parsed.errors.append(RecordError(number, "", f"invalid JSON ({e.msg} at column {e.colno})"))
         except FormatError as e:
-            parsed.errors.append(RecordError(number, e.field or "", e.reason))
+            parsed.errors.append(RecordError(number, e.field or "", e.message))
     return parsed

@@ -43,7 +43,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionServiceServicer):
             try:
                 samples.append(record_from_proto(record, index))
             except FormatError as e:
-                errors.append(RecordError(record.line or index, e.field or "", e.reason))
+                errors.append(RecordError(record.line or index, e.field or "", e.message))
         summary = self.service.ingest(samples, errors)
         return ingestion_pb2.IngestSummary(
             received=summary.received,

@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 import grpc
 
 from cheems.v1 import common_pb2, reward_pb2, reward_pb2_grpc
+from services.grpc_errors import REASON_KEY
 
-REASON_KEY = "cheems-error-reason"  # trailing metadata of every error reply of the scorer
 DEFAULT_MAX_RESPONSES = 64  # per ScoreBatch item, when the server does not say
 MAX_ITEMS = 64  # items per ScoreBatch call sent by the reward function
 Reply = TypeVar("Reply")

@@ -39,10 +39,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from cheems import errors
+from services.grpc_errors import status_of
 from services.scorer.errors import (
-    BackendUnavailable,
-    ClientGone,
-    DeadlineExceeded,
     InvalidRequest,
     LimitExceeded,
     ScorerError,
@@ -51,21 +50,24 @@ from services.scorer.json_body import parse_body, read_body
 from services.scorer.service import ScoreArgs, Scorer
 
 log = logging.getLogger(__name__)
-# error kind -> HTTP status, and the status name the metrics use (the gRPC adapter's names)
-ERRORS: list[tuple[type[ScorerError], int, str]] = [
-    (InvalidRequest, 400, "INVALID_ARGUMENT"),
-    (LimitExceeded, 413, "RESOURCE_EXHAUSTED"),
-    (BackendUnavailable, 503, "UNAVAILABLE"),
-    (DeadlineExceeded, 504, "DEADLINE_EXCEEDED"),
-    (ClientGone, 499, "CANCELLED"),
-    (ScorerError, 500, "INTERNAL"),
+# error kind (cheems.errors) -> HTTP status, and the status name the metrics use (the gRPC edge's names)
+ERRORS: list[tuple[type[errors.CheemsError], int]] = [
+    (errors.InvalidInput, 400),
+    (errors.NotFound, 404),
+    (errors.Conflict, 409),
+    (errors.LimitExceeded, 413),
+    (errors.Unavailable, 503),
+    (errors.DeadlineExceeded, 504),
+    (errors.Cancelled, 499),
+    (errors.CheemsError, 500),
 ]
 VALUES_PER_QUERY = 64  # JSON values a body may hold per allowed query: bounds the parse's CPU time
 TOKEN_KEY = "cheems.query_token"  # scope key for the `?token=` value, once moved out of the query string
 
 
 def error_reply(e: ScorerError) -> tuple[JSONResponse, str]:
-    status, name = next((status, name) for kind, status, name in ERRORS if isinstance(e, kind))
+    status = next(status for kind, status in ERRORS if isinstance(e, kind))
+    name = status_of(e).name
     message = str(e).encode("utf-8", "backslashreplace").decode()  # a message may quote a lone surrogate
     return JSONResponse({"error": message, "reason": e.reason}, status_code=status), name
 

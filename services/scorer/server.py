@@ -21,13 +21,11 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from cheems.v1 import reward_pb2
+from services.grpc_errors import abort, status_of
 from services.hosting import LIVENESS, SERVER_OPTIONS, bind, checked_handler
 from services.scorer.config import ScorerConfig
 from services.scorer.deadline import Deadline
 from services.scorer.errors import (
-    BackendUnavailable,
-    ClientGone,
-    DeadlineExceeded,
     InvalidRequest,
     LimitExceeded,
     ScorerError,
@@ -38,19 +36,6 @@ from services.scorer.wire import oversized_text
 log = logging.getLogger(__name__)
 SERVICE_DESCRIPTOR = reward_pb2.DESCRIPTOR.services_by_name["RewardService"]
 SERVICE = SERVICE_DESCRIPTOR.full_name
-REASON_KEY = "cheems-error-reason"
-STATUS = [
-    (InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT),
-    (LimitExceeded, grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (BackendUnavailable, grpc.StatusCode.UNAVAILABLE),
-    (DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
-    (ClientGone, grpc.StatusCode.CANCELLED),
-    (ScorerError, grpc.StatusCode.INTERNAL),
-]
-
-
-def status_of(error: ScorerError) -> grpc.StatusCode:
-    return next(code for kind, code in STATUS if isinstance(error, kind))
 
 
 def score_args(request: reward_pb2.ScoreRequest) -> ScoreArgs:
@@ -95,8 +80,7 @@ class RewardServicer:
         code = status_of(e)
         self.scorer.metrics.requests.labels(api, code.name).inc()
         log.info("%s -> %s: %s", api, code.name, e)
-        context.set_trailing_metadata(((REASON_KEY, e.reason),))
-        context.abort(code, str(e))
+        abort(context, e)
 
     def _call(self, api: str, context: grpc.ServicerContext, work: Callable[[Deadline], Any]) -> Any:
         metrics = self.scorer.metrics

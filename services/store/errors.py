@@ -1,31 +1,37 @@
-"""The store's exception tree. Edges (CLI, gRPC, HTTP) map these to exit codes and statuses."""
+"""The store's errors: each is a kind of the one tree in `cheems.errors`, mapped to statuses at the edges."""
 
 from __future__ import annotations
 
+from cheems import errors
 
-class StoreError(Exception):
+
+class StoreError(errors.CheemsError):
     """Base of every error the store raises on purpose."""
 
 
-class InvalidRecord(StoreError, ValueError):
+class InvalidRecord(StoreError, errors.InvalidInput):
     """A value the schema does not allow (an unknown kind, a malformed result); the message names the field."""
 
 
-class UnknownPrompt(StoreError, LookupError):
+class UnknownPrompt(StoreError, errors.NotFound):
     """No prompt has this id."""
 
 
-class UnknownResponse(StoreError, LookupError):
-    """A response key that the prompt does not have."""
+class UnknownResponse(StoreError, errors.InvalidInput, LookupError):
+    """A response key that the prompt does not have (a bad field of the request naming it)."""
 
 
-class UnknownTask(StoreError, LookupError):
-    """No task has this id, or it belongs to another prompt."""
+class UnknownTask(StoreError, errors.InvalidInput, LookupError):
+    """No task has this id, or it belongs to another prompt (a bad field of the request naming it)."""
 
 
-class TaskClosed(StoreError):
+class UnknownRun(StoreError, errors.NotFound):
+    """No evaluation run has this id."""
+
+
+class TaskClosed(StoreError, errors.Conflict):
     """The task is done: it takes no new annotations."""
 
 
-class Conflict(StoreError):
+class Conflict(StoreError, errors.Conflict):
     """An idempotency key (annotation id, response key) was reused with other content."""

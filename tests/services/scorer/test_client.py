@@ -16,8 +16,8 @@ import grpc
 import pytest
 
 from cheems.v1 import reward_pb2, reward_pb2_grpc
+from services.grpc_errors import REASON_KEY
 from services.scorer.client import (
-    REASON_KEY,
     AsyncRewardClient,
     Group,
     RetryPolicy,

@@ -1,0 +1,38 @@
+"""The gRPC edge of the error tree: each kind of `cheems.errors` -> one status code, for every service.
+
+    except CheemsError as e:
+        abort(context, e)   # status from STATUS, the message, and trailing metadata cheems-error-reason
+
+Clients decide on retries from the status and the `cheems-error-reason` word, never from message text.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import grpc
+
+from cheems import errors
+
+REASON_KEY = "cheems-error-reason"
+STATUS: list[tuple[type[errors.CheemsError], grpc.StatusCode]] = [
+    (errors.InvalidInput, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.NotFound, grpc.StatusCode.NOT_FOUND),
+    (errors.Conflict, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.LimitExceeded, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
+    (errors.DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (errors.Cancelled, grpc.StatusCode.CANCELLED),
+    (errors.CheemsError, grpc.StatusCode.INTERNAL),
+]
+
+
+def status_of(error: errors.CheemsError) -> grpc.StatusCode:
+    return next(code for kind, code in STATUS if isinstance(error, kind))
+
+
+def abort(context: grpc.ServicerContext, error: errors.CheemsError) -> NoReturn:
+    """End the call with the error's status, message and reason (raises, as `context.abort` does)."""
+    context.set_trailing_metadata(((REASON_KEY, error.reason),))
+    context.abort(status_of(error), str(error))
+    raise AssertionError("context.abort raises")

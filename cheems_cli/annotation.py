@@ -7,7 +7,10 @@ from typing import Annotated, Any
 
 import typer
 
-from cheems_cli.options import clear_errors
+from cheems_cli.options import (
+    clear_errors,
+    from_settings,
+)
 
 app = typer.Typer()
 annotate = typer.Typer(
@@ -61,12 +64,10 @@ def annotate_simulate(
 def annotate_judge(
     bench: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Prompts with responses (bench layout).")],
     out: Annotated[Path, typer.Option(help="AI verdicts (cheems resolve input) to write.")],
-    base_url: Annotated[
-        str, typer.Option(envvar="CHEEMS_JUDGE_BASE_URL", help="OpenAI-compatible API, e.g. .../v1")
-    ] = "",
-    model: Annotated[str, typer.Option(envvar="CHEEMS_JUDGE_MODEL", help="Model name at that API.")] = "",
+    base_url: Annotated[str, from_settings("judge_base_url", "OpenAI-compatible API, e.g. .../v1")],
+    model: Annotated[str, from_settings("judge_model", "Model name at that API.")],
+    api_key: Annotated[str, from_settings("judge_api_key", "API key of the judge endpoint.")],
     local_model: Annotated[str, typer.Option(help="Or: a local causal-LM checkpoint run with transformers.")] = "",
-    api_key: Annotated[str, typer.Option(envvar="CHEEMS_JUDGE_API_KEY")] = "",
     both_orders: Annotated[bool, typer.Option(help="Judge both A/B orders; keep consistent verdicts.")] = False,
     concurrency: Annotated[int, typer.Option(min=1)] = 8,
     timeout: Annotated[float, typer.Option()] = 60.0,

@@ -7,7 +7,11 @@ from typing import Annotated
 
 import typer
 
-from cheems_cli.options import DatabaseUrl, clear_errors
+from cheems_cli.options import (
+    DatabaseUrl,
+    KafkaBootstrap,
+    clear_errors,
+)
 
 app = typer.Typer()
 db = typer.Typer(help="The store's database.", no_args_is_help=True)
@@ -19,8 +23,8 @@ def ingest_command(
     file: Annotated[
         Path, typer.Argument(exists=True, dir_okay=False, help="CheemsBench, CheemsPreference or raw jsonl.")
     ],
-    db: DatabaseUrl = "sqlite:///cheems.db",
-    bootstrap: Annotated[str, typer.Option(envvar="CHEEMS_KAFKA_BOOTSTRAP", help="Publish sample events here.")] = "",
+    db: DatabaseUrl,
+    bootstrap: KafkaBootstrap,
 ) -> None:
     """Store prompts with responses (deduplicated); report rejected records with their line numbers."""
     from services.bus.client import Publisher
@@ -46,7 +50,7 @@ def ingest_command(
 @db.command("upgrade")
 @clear_errors
 def db_upgrade_command(
-    db: DatabaseUrl = "sqlite:///cheems.db",
+    db: DatabaseUrl,
 ) -> None:
     """Migrate the database to the newest schema (safe to run from several replicas at once)."""
     from services.store.migrate import current_revision, upgrade

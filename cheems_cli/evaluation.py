@@ -7,7 +7,12 @@ from typing import Annotated, Any
 
 import typer
 
-from cheems_cli.options import clear_errors
+from cheems_cli.options import (
+    DatabaseUrl,
+    KafkaBootstrap,
+    ScorerUrl,
+    clear_errors,
+)
 
 app = typer.Typer()
 
@@ -23,6 +28,9 @@ def eval_command(
             help="CheemsBench jsonl files; each is one subset named by its file stem.",
         ),
     ],
+    scorer_url: ScorerUrl,
+    bootstrap: KafkaBootstrap,
+    db: DatabaseUrl,
     rewards: Annotated[
         Path | None, typer.Option(exists=True, dir_okay=False, help='jsonl of {"input", "id", "reward"}.')
     ] = None,
@@ -38,9 +46,6 @@ def eval_command(
     via_kafka: Annotated[
         bool, typer.Option(help="Score through Kafka and scorer workers instead of --rewards.")
     ] = False,
-    scorer_url: Annotated[str, typer.Option(help="With --via-kafka: the scorer's gRPC address.")] = "",
-    bootstrap: Annotated[str, typer.Option(envvar="CHEEMS_KAFKA_BOOTSTRAP", help="Kafka; empty = embedded.")] = "",
-    db: Annotated[str, typer.Option(envvar="CHEEMS_DATABASE_URL")] = "sqlite:///cheems.db",
 ) -> None:
     """Score a reward model on CheemsBench from a file of its rewards."""
     from evaluator.evaluate import evaluate_files

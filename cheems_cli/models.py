@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
-from cheems_cli.options import clear_errors
+from cheems_cli.options import (
+    clear_errors,
+)
 
 app = typer.Typer()
 
@@ -57,22 +59,15 @@ def train_command(
     Multi-node (Kubernetes Indexed Job, Kubeflow PyTorchJob): every node runs the same command with
     --nnodes and --rdzv-endpoint; torchrun's c10d rendezvous assigns the ranks.
     """
-    import subprocess
-    import sys
-
-    from trainer.launch import LaunchConfig, torchrun_args
+    from cheems.errors import CheemsError
+    from trainer.launch import LaunchConfig, launch
 
     args = ["--recipe", recipe] + [a for kv in set_ or [] for a in ("--set", kv)]
     try:
-        launch = LaunchConfig(nproc, nnodes, rdzv_endpoint, rdzv_id)
+        status = launch(LaunchConfig(nproc, nnodes, rdzv_endpoint, rdzv_id), args)
     except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
-    if launch.distributed:
-        cmd = [sys.executable, "-m", "torch.distributed.run", *torchrun_args(launch), "-m", "trainer.train", *args]
-        raise typer.Exit(subprocess.call(cmd))
-    from trainer.train import main as train_main
-
-    try:
-        train_main(args)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
+        if isinstance(e, CheemsError):  # e.g. a missing checkpoint: reported by clear_errors
+            raise
+        raise typer.BadParameter(str(e)) from None  # a bad --set or launch option
+    if status:
+        raise typer.Exit(status)

@@ -9,14 +9,37 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from cheems import errors
+from cheems.settings import Settings, env_name, setting
 
 F = TypeVar("F", bound=Callable[..., Any])
-# Options several commands share, read from the environment the Kubernetes manifests set.
+
+
+def from_settings(field: str, help: str) -> Any:
+    """An option that falls back to `cheems.settings.Settings` (its env var, then its one default)."""
+    default = Settings.model_fields[field].default
+    return typer.Option(
+        envvar=env_name(field),
+        default_factory=lambda: setting(field),
+        show_default=str(default) if default else False,
+        help=help,
+    )
+
+
+# Options several commands share; the Kubernetes manifests set their environment variables.
 ListenHost = Annotated[
     str, typer.Option(help="Address to listen on: 127.0.0.1 = this machine only (default); 0.0.0.0 in a pod.")
 ]
-DatabaseUrl = Annotated[str, typer.Option(envvar="CHEEMS_DATABASE_URL", help="SQLAlchemy URL.")]
-KafkaBootstrap = Annotated[str, typer.Option(envvar="CHEEMS_KAFKA_BOOTSTRAP", help="Kafka bootstrap servers.")]
+DatabaseUrl = Annotated[str, from_settings("database_url", "SQLAlchemy URL of the store.")]
+KafkaBootstrap = Annotated[str, from_settings("kafka_bootstrap", "Kafka bootstrap servers (empty: none or embedded).")]
+ScorerUrl = Annotated[str, from_settings("scorer_url", "host:port of the scorer's gRPC endpoint.")]
+ScorerToken = Annotated[str, from_settings("scorer_token", "Bearer token of the scorer (empty = none).")]
+
+
+def required(value: str, option: str) -> str:
+    """An option that this command cannot run without, though its setting may be empty elsewhere."""
+    if not value.strip():
+        raise typer.BadParameter(f"required here (or set {option})")
+    return value
 
 
 # error kind -> exit code: 2 = the input or the request (as for a usage error), 3 = a dependency

@@ -7,7 +7,11 @@ from typing import Annotated
 
 import typer
 
-from cheems_cli.options import ListenHost, clear_errors
+from cheems_cli.options import (
+    ListenHost,
+    ScorerToken,
+    clear_errors,
+)
 
 app = typer.Typer()
 
@@ -79,9 +83,9 @@ def serve_command(
 def score_command(
     prompt: Annotated[str, typer.Option(help="The user prompt.")],
     response: Annotated[list[str], typer.Option(help="A response to score; repeat for several.")],
+    token: ScorerToken,
     model_url: Annotated[str, typer.Option(help="host:port of the scorer's gRPC endpoint.")] = "localhost:50051",
     system_prompt: Annotated[str, typer.Option()] = "",
-    token: Annotated[str, typer.Option(envvar="CHEEMS_SCORER_TOKEN")] = "",
     timeout: Annotated[float, typer.Option(help="Deadline in seconds.")] = 30.0,
 ) -> None:
     """Score responses with a running scorer (a quick check)."""
@@ -105,9 +109,9 @@ def score_command(
 def rewards_command(
     bench: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, help="CheemsBench files.")],
     out: Annotated[Path, typer.Option(help="Rewards jsonl to write.")],
+    token: ScorerToken,
     model: Annotated[str, typer.Option(help="Checkpoint directory (scored in-process).")] = "",
     model_url: Annotated[str, typer.Option(help="host:port of a running scorer instead.")] = "",
-    token: Annotated[str, typer.Option(envvar="CHEEMS_SCORER_TOKEN")] = "",
 ) -> None:
     """Score every response of bench files: the rewards file `cheems eval` and distant supervision read."""
     from services.scorer.bench_rewards import write_bench_rewards

@@ -7,7 +7,16 @@ from typing import Annotated
 
 import typer
 
-from cheems_cli.options import DatabaseUrl, KafkaBootstrap, ListenHost, clear_errors
+from cheems_cli.options import (
+    DatabaseUrl,
+    KafkaBootstrap,
+    ListenHost,
+    ScorerToken,
+    ScorerUrl,
+    clear_errors,
+    from_settings,
+    required,
+)
 
 service = typer.Typer(help="Run a long-lived service (what the Kubernetes Deployments run).", no_args_is_help=True)
 dev = typer.Typer(help="Local development helpers.", no_args_is_help=True)
@@ -16,8 +25,8 @@ dev = typer.Typer(help="Local development helpers.", no_args_is_help=True)
 @service.command("ingestion")
 @clear_errors
 def service_ingestion(
-    db: DatabaseUrl = "sqlite:///cheems.db",
-    bootstrap: Annotated[str, typer.Option(envvar="CHEEMS_KAFKA_BOOTSTRAP", help="Publish sample events here.")] = "",
+    db: DatabaseUrl,
+    bootstrap: KafkaBootstrap,
     port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50052,
     host: ListenHost = "127.0.0.1",
 ) -> None:
@@ -31,7 +40,7 @@ def service_ingestion(
 @service.command("annotation")
 @clear_errors
 def service_annotation(
-    db: DatabaseUrl = "sqlite:///cheems.db",
+    db: DatabaseUrl,
     port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50053,
     host: ListenHost = "127.0.0.1",
 ) -> None:
@@ -46,10 +55,8 @@ def service_annotation(
 @clear_errors
 def service_evaluation(
     bootstrap: KafkaBootstrap,
-    bench_root: Annotated[
-        Path, typer.Option(envvar="CHEEMS_BENCH_ROOT", help="StartRun's bench files are read from under here.")
-    ],
-    db: DatabaseUrl = "sqlite:///cheems.db",
+    bench_root: Annotated[str, from_settings("bench_root", "StartRun's bench files are read from under here.")],
+    db: DatabaseUrl,
     port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50056,
     host: ListenHost = "127.0.0.1",
 ) -> None:
@@ -57,23 +64,26 @@ def service_evaluation(
     from evaluator.server import EvaluationConfig, serve
     from services.hosting import HostConfig
 
-    if not bench_root.is_dir():
+    required(bootstrap, "CHEEMS_KAFKA_BOOTSTRAP")
+    if not Path(required(bench_root, "CHEEMS_BENCH_ROOT")).is_dir():
         raise typer.BadParameter(f"{bench_root} is not a directory", param_hint="--bench-root")
-    serve(db, bootstrap, EvaluationConfig(bench_root, HostConfig(port=port, host=host)))
+    serve(db, bootstrap, EvaluationConfig(Path(bench_root), HostConfig(port=port, host=host)))
 
 
 @service.command("eval-worker")
 @clear_errors
 def service_eval_worker(
-    scorer_url: Annotated[str, typer.Option(envvar="CHEEMS_SCORER_URL", help="host:port of the scorer's gRPC.")],
+    scorer_url: ScorerUrl,
     bootstrap: KafkaBootstrap,
-    token: Annotated[str, typer.Option(envvar="CHEEMS_SCORER_TOKEN")] = "",
+    token: ScorerToken,
     health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50054,
     host: ListenHost = "127.0.0.1",
 ) -> None:
     """Score worker: score requests from Kafka -> RewardService -> scores to Kafka, until SIGTERM."""
     from evaluator.pipeline import serve
 
+    required(scorer_url, "CHEEMS_SCORER_URL")
+    required(bootstrap, "CHEEMS_KAFKA_BOOTSTRAP")
     serve("worker", bootstrap, "", scorer_url, token=token, health_port=health_port, health_host=host)
 
 
@@ -81,13 +91,14 @@ def service_eval_worker(
 @clear_errors
 def service_eval_sink(
     bootstrap: KafkaBootstrap,
-    db: DatabaseUrl = "sqlite:///cheems.db",
+    db: DatabaseUrl,
     health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50055,
     host: ListenHost = "127.0.0.1",
 ) -> None:
     """Result sink: scores from Kafka -> eval_scores; completed runs -> metrics and eval results, until SIGTERM."""
     from evaluator.pipeline import serve
 
+    required(bootstrap, "CHEEMS_KAFKA_BOOTSTRAP")
     serve("sink", bootstrap, db, health_port=health_port, health_host=host)
 
 

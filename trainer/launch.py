@@ -9,6 +9,8 @@ endpoint's host) hands out ranks, so Kubernetes pods need no rank of their own.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import dataclass
 
 DEFAULT_RDZV_PORT = 29400
@@ -52,3 +54,17 @@ def torchrun_args(config: LaunchConfig) -> list[str]:
         f"--rdzv-id={config.rdzv_id}",
         "--max-restarts=3",  # a failed worker restarts the group, which resumes from the last checkpoint
     ]
+
+
+def launch(config: LaunchConfig, train_args: list[str]) -> int:
+    """Train with `trainer.train`'s arguments: through torchrun when distributed, else in this process.
+
+    Returns the exit status (torchrun's, or 0 in-process; an in-process failure raises).
+    """
+    if config.distributed:
+        command = [sys.executable, "-m", "torch.distributed.run", *torchrun_args(config), "-m", "trainer.train"]
+        return subprocess.call([*command, *train_args])
+    from trainer.train import main
+
+    main(train_args)
+    return 0

@@ -1,0 +1,42 @@
+"""Settings every component shares, read once from the environment (`CHEEMS_*`), each with one default.
+
+    CHEEMS_DATABASE_URL=postgresql+psycopg://postgres@127.0.0.1:5432/test cheems db upgrade
+
+The command line's options fall back to these (an option given on the command line wins), the
+Kubernetes manifests set them as env, and code that runs without the CLI reads `Settings()`.
+Switching from the embedded defaults to a cluster is configuration, not code. Component-specific
+knobs live in each component's own config (e.g. `services.scorer.config.ScorerConfig`, `CHEEMS_SCORER_*`).
+"""
+
+from __future__ import annotations
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "CHEEMS_"
+
+
+class Settings(BaseSettings):
+    """Where the shared parts are: the store, the bus, the scorer, the bench files, the AI judge."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+    database_url: str = "sqlite:///cheems.db"  # SQLAlchemy URL of the store
+    kafka_bootstrap: str = ""  # Kafka bootstrap servers; empty = the embedded broker where one can start
+    scorer_url: str = ""  # host:port of the scorer's gRPC endpoint
+    scorer_token: str = ""  # bearer token the scorer requires (empty = none)
+    bench_root: str = ""  # the evaluation service reads StartRun's bench files from under here
+    judge_base_url: str = ""  # OpenAI-compatible API of the AI judge, e.g. https://host/v1
+    judge_model: str = ""
+    judge_api_key: str = ""
+
+
+def env_name(field: str) -> str:
+    """The environment variable of a `Settings` field: database_url -> CHEEMS_DATABASE_URL."""
+    if field not in Settings.model_fields:
+        raise KeyError(field)
+    return ENV_PREFIX + field.upper()
+
+
+def setting(field: str) -> str:
+    """The field's current value: the environment's, else its default."""
+    return str(getattr(Settings(), field))

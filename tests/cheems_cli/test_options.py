@@ -1,0 +1,53 @@
+"""The command line's edge of the error tree: error kind -> exit code, one line, no traceback."""
+
+from __future__ import annotations
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from cheems import errors
+from cheems_cli.options import DatabaseUrl, clear_errors, exit_code
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (errors.FormatError("a.jsonl", 2, "bad"), 2),
+        (errors.NotFound("no run"), 2),
+        (FileNotFoundError("missing.jsonl"), 2),
+        (errors.Unavailable("broker down"), 3),
+        (errors.PortInUse("taken"), 3),
+        (errors.DeadlineExceeded("late"), 3),
+        (errors.CheemsError("bug"), 1),
+    ],
+)
+def test_exit_code_by_kind(error: BaseException, code: int) -> None:
+    assert exit_code(error) == code
+
+
+def test_a_command_reports_one_line_and_the_kinds_code() -> None:
+    app = typer.Typer()
+
+    @app.command()
+    @clear_errors
+    def fail() -> None:
+        raise errors.Unavailable("the broker at kafka:9092 did not answer")
+
+    result = CliRunner().invoke(app, [])
+    assert result.exit_code == 3
+    assert result.output.strip() == "error: the broker at kafka:9092 did not answer"
+
+
+def test_a_settings_option_reads_env_then_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    app = typer.Typer()
+
+    @app.command()
+    def show(db: DatabaseUrl) -> None:
+        typer.echo(db)
+
+    monkeypatch.delenv("CHEEMS_DATABASE_URL", raising=False)
+    assert CliRunner().invoke(app, []).output.strip() == "sqlite:///cheems.db"
+    monkeypatch.setenv("CHEEMS_DATABASE_URL", "sqlite:///other.db")
+    assert CliRunner().invoke(app, []).output.strip() == "sqlite:///other.db"
+    assert CliRunner().invoke(app, ["--db", "sqlite:///given.db"]).output.strip() == "sqlite:///given.db"

@@ -1,0 +1,61 @@
+"""The gRPC edge of the error tree: each kind -> one status, and the reason word in trailing metadata."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+import pytest
+
+from cheems import errors
+from services.grpc_errors import REASON_KEY, abort, status_of
+from services.scorer.errors import BackendUnavailable, LimitExceeded
+from services.store.errors import TaskClosed, UnknownPrompt, UnknownRun, UnknownTask
+
+CASES = [
+    (errors.FormatError("a.jsonl", 3, "bad"), grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.ModelError("no weights"), grpc.StatusCode.INVALID_ARGUMENT),
+    (UnknownTask("t"), grpc.StatusCode.INVALID_ARGUMENT),
+    (UnknownPrompt("p"), grpc.StatusCode.NOT_FOUND),
+    (UnknownRun("r"), grpc.StatusCode.NOT_FOUND),
+    (TaskClosed("t"), grpc.StatusCode.FAILED_PRECONDITION),
+    (LimitExceeded("too big"), grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (BackendUnavailable("restarting"), grpc.StatusCode.UNAVAILABLE),
+    (errors.PortInUse("taken"), grpc.StatusCode.UNAVAILABLE),
+    (errors.DeadlineExceeded("late"), grpc.StatusCode.DEADLINE_EXCEEDED),
+    (errors.Cancelled("gone"), grpc.StatusCode.CANCELLED),
+    (errors.CheemsError("bug"), grpc.StatusCode.INTERNAL),
+]
+
+
+@pytest.mark.parametrize(("error", "code"), CASES, ids=[type(e).__name__ for e, _ in CASES])
+def test_each_kind_has_its_status(error: errors.CheemsError, code: grpc.StatusCode) -> None:
+    assert status_of(error) == code
+
+
+class Context:
+    """Records what a servicer context is told (grpc's abort raises; so does this)."""
+
+    def __init__(self) -> None:
+        self.trailing: Any = None
+        self.aborted: tuple[grpc.StatusCode, str] | None = None
+
+    def set_trailing_metadata(self, metadata: Any) -> None:
+        self.trailing = metadata
+
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        self.aborted = (code, details)
+        raise RuntimeError("aborted")
+
+
+def test_abort_sends_status_message_and_reason() -> None:
+    context = Context()
+    with pytest.raises(RuntimeError, match="aborted"):
+        abort(context, LimitExceeded("65 responses, at most 64"))  # type: ignore[arg-type]
+    assert context.aborted == (grpc.StatusCode.RESOURCE_EXHAUSTED, "65 responses, at most 64")
+    assert context.trailing == ((REASON_KEY, "limit_exceeded"),)
+
+
+def test_store_errors_are_in_the_tree() -> None:
+    assert isinstance(UnknownRun("r"), errors.CheemsError)
+    assert isinstance(UnknownRun("r"), LookupError)

@@ -34,7 +34,7 @@ def service_ingestion(
     from services.hosting import HostConfig
     from services.ingestion.server import serve
 
-    serve(db, bootstrap, HostConfig(port=port, host=host))
+    serve(db, bootstrap, HostConfig(port=port, host=host), lambda bound: typer.echo(f"ingestion: gRPC {host}:{bound}"))
 
 
 @service.command("annotation")
@@ -48,7 +48,7 @@ def service_annotation(
     from services.annotation.server import serve
     from services.hosting import HostConfig
 
-    serve(db, HostConfig(port=port, host=host))
+    serve(db, HostConfig(port=port, host=host), lambda bound: typer.echo(f"annotation: gRPC {host}:{bound}"))
 
 
 @service.command("evaluation")

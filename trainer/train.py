@@ -53,10 +53,8 @@ class TrainResult:
 
 @dataclass
 class Plan:
-    forward_batch: int
-    batches_per_epoch: int
-    steps_per_epoch: int
-    total_steps: int
+    forward_batch: int  # responses per forward across all ranks (one sampler batch)
+    total_steps: int  # optimizer steps of the whole run
 
 
 def cosine_with_warmup(total: int, warmup: int) -> Callable[[int], float]:
@@ -72,8 +70,8 @@ def cosine_with_warmup(total: int, warmup: int) -> Callable[[int], float]:
 def make_plan(config: TrainConfig, data: Dataset, world: World) -> Plan:
     size = config.forward_batch(world.size)
     batches = -(-len(data.examples) // size)  # every batch is full but the last
-    steps = -(-batches // config.grad_accum_steps)
-    return Plan(size, batches, steps, max(1, math.ceil(steps * config.epochs)))
+    steps_per_epoch = -(-batches // config.grad_accum_steps)
+    return Plan(size, max(1, math.ceil(steps_per_epoch * config.epochs)))
 
 
 def load_data(config: TrainConfig, tokenizer: Any) -> Dataset:

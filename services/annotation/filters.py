@@ -10,7 +10,6 @@ keep garbage.
 from __future__ import annotations
 
 import unicodedata
-from collections import Counter
 from dataclasses import dataclass, field
 
 
@@ -51,8 +50,3 @@ def reject_reason(text: str, category: str | None = None, config: FilterConfig =
     if category not in config.ratio_exempt and letters >= config.min_letters and ratio < config.min_chinese_ratio:
         return "non_chinese"
     return None
-
-
-def filter_counts(texts: list[tuple[str, str | None]], config: FilterConfig = FilterConfig()) -> Counter[str]:
-    """Rejections per rule over (text, category) pairs."""
-    return Counter(r for text, category in texts if (r := reject_reason(text, category, config)))

@@ -9,6 +9,8 @@ with other content -> FAILED_PRECONDITION.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -24,6 +26,7 @@ from services.store.errors import (
     UnknownPrompt,
 )
 
+log = logging.getLogger(__name__)
 KINDS = {annotation_pb2.ANNOTATOR_KIND_HUMAN: "human", annotation_pb2.ANNOTATOR_KIND_AI: "ai"}
 
 
@@ -128,10 +131,15 @@ def host(engine: Engine, config: HostConfig) -> GrpcHost:
     return grpc_host
 
 
-def serve(db: str, config: HostConfig) -> None:
-    """`cheems service annotation`: expects a migrated database (`cheems db upgrade`), runs until SIGTERM."""
+def serve(db: str, config: HostConfig, on_ready: Callable[[int], None] | None = None) -> None:
+    """`cheems service annotation`: expects a migrated database (`cheems db upgrade`), runs until SIGTERM.
+
+    `on_ready(port)` runs once the server listens (the port bound, which config.port 0 leaves open).
+    """
     from services.store.db import StoreConfig, create_engine_for
 
     grpc_host = host(create_engine_for(StoreConfig(db)), config).start()
-    print(f"annotation: gRPC {config.host}:{grpc_host.port}", flush=True)
+    log.info("annotation serving on %s:%d", config.host, grpc_host.port)
+    if on_ready is not None:
+        on_ready(grpc_host.port)
     grpc_host.wait_for_signal()

@@ -98,6 +98,7 @@ class EventConsumer:
             group_id=group,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
+            max_poll_records=MAX_POLL_RECORDS,
             **CONSUMER_TIMEOUTS,
         )
         self.membership = Membership()

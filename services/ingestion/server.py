@@ -6,7 +6,8 @@ summary (the call itself succeeds), good ones are stored. GetSample of an unknow
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -17,6 +18,8 @@ from cheems.v1 import common_pb2, ingestion_pb2, ingestion_pb2_grpc
 from services.hosting import GrpcHost, HostConfig
 from services.ingestion.records import RecordError, SampleRecord, parse_record
 from services.ingestion.service import IngestionService
+
+log = logging.getLogger(__name__)
 
 
 def record_from_proto(record: ingestion_pb2.IngestRecord, index: int) -> SampleRecord:
@@ -74,14 +77,19 @@ def host(service: IngestionService, config: HostConfig) -> GrpcHost:
     return grpc_host
 
 
-def serve(db: str, bootstrap: str, config: HostConfig) -> None:
-    """`cheems service ingestion`: migrate-free (run `cheems db upgrade` first), until SIGTERM."""
+def serve(db: str, bootstrap: str, config: HostConfig, on_ready: Callable[[int], None] | None = None) -> None:
+    """`cheems service ingestion`: migrate-free (run `cheems db upgrade` first), until SIGTERM.
+
+    `on_ready(port)` runs once the server listens (the port bound, which config.port 0 leaves open).
+    """
     from services.bus.client import Publisher
     from services.store.db import StoreConfig, create_engine_for
 
     publisher = Publisher(bootstrap) if bootstrap else None
     grpc_host = host(IngestionService(create_engine_for(StoreConfig(db)), publisher, source="grpc"), config).start()
-    print(f"ingestion: gRPC {config.host}:{grpc_host.port}", flush=True)
+    log.info("ingestion serving on %s:%d", config.host, grpc_host.port)
+    if on_ready is not None:
+        on_ready(grpc_host.port)
     grpc_host.wait_for_signal()
     if publisher is not None:
         publisher.close()

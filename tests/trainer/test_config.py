@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from trainer.config import TrainConfig
-from trainer.recipes import RECIPES, qwen25_paper, recipe, tiny_cpu
+from trainer.data import read_groups
+from trainer.recipes import RECIPES, qwen25_paper, recipe
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
@@ -127,15 +132,55 @@ def test_unknown_recipe_names_the_known_ones() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(RECIPES))
-def test_every_recipe_builds(name: str) -> None:
+def test_every_recipe_is_a_valid_runnable_config(name: str) -> None:
     config = recipe(name)
     assert isinstance(config, TrainConfig)
-    assert config.model and config.train_files
-    assert config == RECIPES[name]()
-    assert config.to_dict()["model"] == config.model
+    assert TrainConfig(**config.to_dict()) == config  # passes validation as a whole, not only field by field
+    assert config.model and config.train_files and all(f.endswith(".jsonl") for f in config.train_files)
+    assert all(f.endswith(".jsonl") for f in config.eval_files)
+    assert 0 < config.lr < 1e-2 and 0 < config.warmup_ratio < 0.5 and config.max_grad_norm > 0
+    assert config.eval_every >= 0 and config.save_every >= 0 and config.stop_after == 0  # never stops early
+    assert config.resume and not config.trust_remote_code
+    fresh = recipe(name)  # a new object per call: editing one run's config leaves the recipe alone
+    fresh.train_files.append("other.jsonl")
+    assert recipe(name).train_files == config.train_files
 
 
-def test_recipes_registry_names() -> None:
-    assert RECIPES["qwen25-paper"] is qwen25_paper
-    assert RECIPES["tiny-cpu"] is tiny_cpu
-    assert tiny_cpu().bf16 is False
+def test_recipes_write_to_their_own_output_directories() -> None:
+    # resume=True picks up the latest checkpoint in out_dir: a shared directory would mix two runs
+    out_dirs = [RECIPES[name]().out_dir for name in RECIPES]
+    assert len(set(out_dirs)) == len(out_dirs)
+
+
+def test_paper_recipe_has_the_paper_hyperparameters() -> None:
+    """Table 9 of the CheemsRM paper (Appendix F), Qwen2.5-72B-Instruct trained on CheemsPreference."""
+    config = recipe("qwen25-paper")
+    table9 = {
+        "max_length": 2048,
+        "reg_coef": 0.1,
+        "grad_accum_steps": 4,
+        "micro_batch_size": 2,
+        "global_batch_size": 256,
+        "epochs": 2,
+        "warmup_ratio": 0.1,
+        "lr": 5e-6,
+    }
+    assert {key: getattr(config, key) for key in table9} == table9
+    assert config.model == "Qwen/Qwen2.5-72B-Instruct"
+    assert config.forward_batch(32) * config.grad_accum_steps == 256  # the 32 processes of the docstring
+    assert config.margin == 0.0 and config.length_policy == "drop"  # plain BT loss, the official length rule
+    assert config.bf16 and config.fsdp and config.gradient_checkpointing  # 72B only fits sharded, in bf16
+
+
+def test_tiny_recipe_is_sized_for_a_cpu() -> None:
+    config = recipe("tiny-cpu")
+    assert not (config.bf16 or config.fsdp or config.gradient_checkpointing)  # fp32, one process, no sharding
+    assert config.max_length <= 512 and config.global_batch_size == 0  # any world size, one process included
+    assert config.forward_batch(1) == config.micro_batch_size <= 16
+    assert config.model == "out/models/tiny"  # what `cheems init-model --out out/models/tiny` (make train) writes
+    files = [ROOT / f for f in [*config.train_files, *config.eval_files]]
+    assert all(f.is_relative_to(ROOT / "data" / "sample") and f.is_file() for f in files)  # bundled, no download
+    responses = sum(len(g.responses) for f in config.train_files for g in read_groups(ROOT / f))
+    steps = config.epochs * -(-responses // config.micro_batch_size) / config.grad_accum_steps
+    assert 0 < steps <= 500  # minutes, not hours, on a laptop
+    assert 0 < config.eval_every <= steps

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from itertools import combinations
+from pathlib import Path
 
 import pytest
 
+from cheems.cheemsbench import BenchItem, read_bench, write_bench
+from cheems.responses import Response
+from services.annotation.commands import filter_bench
 from services.annotation.distant import distant_supervision, length_debias
-from services.annotation.filters import FilterConfig, chinese_ratio, filter_counts, reject_reason
+from services.annotation.filters import FilterConfig, chinese_ratio, reject_reason
 from services.annotation.protocol import pairs_covered, triple_tasks
 from services.annotation.resolve import Relation
 
@@ -67,7 +71,27 @@ def test_filter_rules() -> None:
     assert reject_reason("This answer is entirely in English and quite long indeed.") == "non_chinese"
     assert reject_reason("def f(x): return x * 2  # the function doubles its input value", "代码") is None
     assert reject_reason("秦始皇于公元前221年统一六国，建立了秦朝（Qin dynasty）。") is None
-    texts = [("", None), ("ok", None), ("English only words here for sure yes", None), ("好" * 9001, None)]
-    assert filter_counts(texts) == {"too_short": 1, "non_chinese": 1, "too_long": 1}
     with pytest.raises(ValueError, match="min_chinese_ratio"):
         FilterConfig(min_chinese_ratio=2)
+
+
+def test_filter_bench_removes_rejected_responses_and_prompts_left_without_a_ranking(tmp_path: Path) -> None:
+    def item(prompt: str, texts: list[str], category: str = "通用") -> BenchItem:
+        responses = tuple(Response(f"r{n}", text) for n, text in enumerate(texts))
+        return BenchItem(prompt, responses, {r.id: n for n, r in enumerate(responses)}, (category,))
+
+    english = "English only words here for sure yes"
+    bench = [
+        item("北京是哪个国家的首都？", ["北京是中国的首都。", "", english, "是中国。"]),
+        item("一加一等于几？", ["等于二。", "好" * 9001]),  # one response left: nothing to rank
+        item("写一个函数", ["def f(x): return x * 2  # doubles its input value", "def g(): pass"], "代码"),
+    ]
+    write_bench(tmp_path / "in.jsonl", bench)
+    counts = filter_bench(tmp_path / "in.jsonl", tmp_path / "out.jsonl", FilterConfig())
+    assert counts == {"prompts_kept": 2, "too_short": 1, "non_chinese": 1, "too_long": 1}
+    kept = read_bench(tmp_path / "out.jsonl")
+    assert [[r.content for r in k.responses] for k in kept] == [
+        ["北京是中国的首都。", "是中国。"],
+        ["def f(x): return x * 2  # doubles its input value", "def g(): pass"],  # code is exempt from the ratio
+    ]
+    assert kept[0].rank == {"r0": 0, "r3": 3}

@@ -11,7 +11,7 @@ import pytest
 from cheems.v1 import common_pb2, events_pb2
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
-from services.bus.client import EventConsumer, Publisher
+from services.bus.client import MAX_POLL_RECORDS, EventConsumer, Publisher
 from services.bus.codec import BadMessage, decode, encode
 
 
@@ -134,3 +134,24 @@ def test_a_consumer_polled_briefly_with_pauses_still_joins_its_group(broker: Emb
     consumer.close()
     assert sorted(seen) == ["a", "b", "c"]
     assert consumer.membership.rebalances == 1  # joined once, not over and over
+
+
+def test_one_poll_hands_out_at_most_max_poll_records(broker: EmbeddedBroker) -> None:
+    """A backlog is handed to the handler in batches of at most MAX_POLL_RECORDS, one per poll."""
+    total = 2 * MAX_POLL_RECORDS + 5
+    publisher = Publisher(broker.bootstrap)
+    for n in range(total):
+        publisher.publish(topics.ANNOTATIONS, f"p{n}", events_pb2.AnnotationEvent())
+    publisher.flush()
+    publisher.close()
+
+    consumer = EventConsumer(broker.bootstrap, [topics.ANNOTATIONS], "small-batches", lambda *a: None)
+    assert consumer.consumer.config["max_poll_records"] == MAX_POLL_RECORDS
+    sizes: list[int] = []
+    deadline = time.monotonic() + 30
+    while sum(sizes) < total and time.monotonic() < deadline:
+        sizes.append(consumer.poll_once())
+    consumer.close()
+    assert sum(sizes) == total == consumer.stats.handled
+    assert max(sizes) <= MAX_POLL_RECORDS
+    assert len([s for s in sizes if s]) >= -(-total // MAX_POLL_RECORDS)  # the backlog took several polls

@@ -9,23 +9,50 @@ from pathlib import Path
 
 import yaml
 
+from cheems.v1 import events_pb2
 from services.bus import topics
 
 ROOT = Path(__file__).resolve().parents[3]
 TOPICS_YAML = ROOT / "k8s" / "kafka" / "topics.yaml"
+EVENTS_PROTO = ROOT / "protos" / "cheems" / "v1" / "events.proto"
 DNS_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
-def test_with_dead_letters_lists_the_topics_then_their_dlqs() -> None:
+def test_every_event_of_the_schema_has_one_topic_carrying_it() -> None:
+    """events.proto marks each event message with `// topic NAME`; PAYLOADS must say the same, no more."""
+    marked = dict(re.findall(r"^// topic ([^\s:]+).*\nmessage (\w+)", EVENTS_PROTO.read_text(), re.MULTILINE))
+    assert marked, "no `// topic` comment found in events.proto"
+    assert {topic: payload.DESCRIPTOR.name for topic, payload in topics.PAYLOADS.items()} == marked
+    with_header = {
+        name
+        for name, message in events_pb2.DESCRIPTOR.message_types_by_name.items()
+        if "header" in message.fields_by_name
+        and message.fields_by_name["header"].message_type is events_pb2.EventHeader.DESCRIPTOR
+    }
+    assert set(marked.values()) == with_header  # every event message, each on its own topic
+    assert tuple(topics.PAYLOADS) == topics.ALL
+
+
+def test_topic_names_are_versioned_and_every_topic_constant_is_listed() -> None:
+    versioned = re.compile(rf"^cheems\.[a-z]+(-[a-z]+)*\.v{topics.SCHEMA_VERSION}$")
+    assert all(versioned.match(name) for name in topics.ALL), topics.ALL
+    assert len(set(topics.ALL)) == len(topics.ALL)
+    constants = {v for k, v in vars(topics).items() if k.isupper() and isinstance(v, str) and v.startswith("cheems.")}
+    assert constants == set(topics.ALL)  # a topic defined but left out of ALL would never be created
+
+
+def test_each_topic_has_a_dead_letter_twin() -> None:
     assert topics.with_dead_letters((topics.SAMPLES, topics.SCORES)) == [
         "cheems.samples.v1",
         "cheems.scores.v1",
         "cheems.samples.v1.dlq",
         "cheems.scores.v1.dlq",
     ]
+    twins = [topics.dead_letter(t) for t in topics.ALL]
+    assert all(twin == f"{t}.dlq" for t, twin in zip(topics.ALL, twins, strict=True))
+    assert not set(twins) & set(topics.ALL)  # no topic doubles as another one's dead letters
     everything = topics.with_dead_letters()
-    assert everything == [*topics.ALL, *(f"{t}.dlq" for t in topics.ALL)]
-    assert len(set(everything)) == 2 * len(topics.ALL) == 12
+    assert everything == [*topics.ALL, *twins] and len(set(everything)) == len(everything)
     assert topics.with_dead_letters(()) == []
 
 

@@ -4,7 +4,7 @@ CheemsBench has 2,492 prompts with 5 responses each (~17.6k ranked pairs after g
 writes a synthetic benchmark of that size (two subsets, like open/human), then times in one run:
   raw    - json.loads of every line of the bench and rewards files (the floor of any loader)
   load   - read_bench + read_rewards (validated loading)
-  metric - joining rewards and computing every metric on already-loaded data
+  metric - `evaluate`: joining rewards and computing every metric on already-loaded data
   eval   - evaluate_files end to end (load + metric)
 and prints medians and ratios against `load`. Absolute times vary between machines; ratios are the figure.
 
@@ -25,9 +25,7 @@ from pathlib import Path
 from cheems.cheemsbench import BenchItem, read_bench, write_bench
 from cheems.responses import Response
 from cheems.rewards_file import read_rewards, write_rewards
-from evaluator.evaluate import evaluate_files
-from evaluator.join import join_rewards
-from evaluator.metrics import evaluate_subsets
+from evaluator.evaluate import evaluate, evaluate_files
 
 CATEGORIES = ["推理", "数学", "代码", "知识", "语言", "安全", "理解", "复杂指令"]
 CHARS = (
@@ -74,11 +72,11 @@ def main() -> None:
         files = [*bench, rewards_path]
         loaded = {p.stem: (str(p), read_bench(p)) for p in bench}
         rewards = read_rewards(rewards_path)
-        pairs = evaluate_subsets({n: join_rewards(i, rewards, p) for n, (p, i) in loaded.items()})
+        pairs = evaluate(loaded, rewards)
         cases: dict[str, Callable[[], object]] = {
             "raw": lambda: [json.loads(line) for p in files for line in p.open(encoding="utf-8")],
             "load": lambda: ([read_bench(p) for p in bench], read_rewards(rewards_path)),
-            "metric": lambda: evaluate_subsets({n: join_rewards(i, rewards, p) for n, (p, i) in loaded.items()}),
+            "metric": lambda: evaluate(loaded, rewards),
             "eval": lambda: evaluate_files(bench, rewards_path),
         }
         size_mb = sum(p.stat().st_size for p in files) / 1e6

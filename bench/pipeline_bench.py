@@ -26,7 +26,7 @@ from sqlalchemy.pool import NullPool
 
 from cheems.cheemsbench import BenchItem, write_bench
 from cheems.responses import Response
-from evaluator.pipeline import evaluate_via_kafka
+from evaluator.driver import evaluate_via_kafka
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.ingestion.records import SampleRecord

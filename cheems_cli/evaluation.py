@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -48,7 +48,7 @@ def eval_command(
     ] = False,
 ) -> None:
     """Score a reward model on CheemsBench from a file of its rewards."""
-    from evaluator.evaluate import evaluate_files
+    from evaluator.evaluate import EvalOptions, evaluate_files
     from evaluator.metrics import Semantics
     from evaluator.report import format_table, write_json, write_report
 
@@ -56,10 +56,13 @@ def eval_command(
         raise typer.BadParameter(f"must be 'paper' or 'official', got {semantics!r}", param_hint="--semantics")
     if via_kafka == (rewards is not None) or (via_kafka and not scorer_url):
         raise typer.BadParameter("give --rewards, or --via-kafka with --scorer-url")
+    options = EvalOptions(Semantics(semantics), ece_bins)
     if rewards is not None:
-        result = evaluate_files(bench, rewards, Semantics(semantics), ece_bins)
+        result = evaluate_files(bench, rewards, options)
     else:
-        result = _eval_via_kafka([str(b) for b in bench], scorer_url, bootstrap, db, Semantics(semantics))
+        from evaluator.driver import run_via_kafka  # Kafka and the store: imported only when asked for
+
+        result = run_via_kafka([str(b) for b in bench], scorer_url, db, bootstrap, options)
     typer.echo(format_table(result))
     if json_out:
         write_json(result, json_out)
@@ -67,21 +70,3 @@ def eval_command(
     if report:
         for path in write_report(result, report):
             typer.echo(f"wrote {path}")
-
-
-def _eval_via_kafka(bench: list[str], scorer_url: str, bootstrap: str, db: str, semantics: Any) -> Any:
-    from contextlib import ExitStack
-
-    from evaluator.pipeline import evaluate_via_kafka
-    from services.bus import topics
-    from services.bus.broker import EmbeddedBroker
-    from services.store.db import StoreConfig, create_engine_for
-    from services.store.migrate import upgrade
-
-    upgrade(db)
-    with ExitStack() as stack:
-        if not bootstrap:
-            broker = stack.enter_context(EmbeddedBroker())
-            broker.create_topics(topics.with_dead_letters())
-            bootstrap = broker.bootstrap
-        return evaluate_via_kafka(bench, scorer_url, bootstrap, create_engine_for(StoreConfig(db)), semantics)

@@ -67,7 +67,8 @@ def service_evaluation(
     required(bootstrap, "CHEEMS_KAFKA_BOOTSTRAP")
     if not Path(required(bench_root, "CHEEMS_BENCH_ROOT")).is_dir():
         raise typer.BadParameter(f"{bench_root} is not a directory", param_hint="--bench-root")
-    serve(db, bootstrap, EvaluationConfig(Path(bench_root), HostConfig(port=port, host=host)))
+    config = EvaluationConfig(Path(bench_root), HostConfig(port=port, host=host))
+    serve(db, bootstrap, config, lambda bound: typer.echo(f"evaluation: gRPC {host}:{bound}, bench root {bench_root}"))
 
 
 @service.command("eval-worker")
@@ -80,11 +81,12 @@ def service_eval_worker(
     host: ListenHost = "127.0.0.1",
 ) -> None:
     """Score worker: score requests from Kafka -> RewardService -> scores to Kafka, until SIGTERM."""
-    from evaluator.pipeline import serve
+    from evaluator.process import ProcessConfig, serve_worker
 
     required(scorer_url, "CHEEMS_SCORER_URL")
     required(bootstrap, "CHEEMS_KAFKA_BOOTSTRAP")
-    serve("worker", bootstrap, "", scorer_url, token=token, health_port=health_port, health_host=host)
+    config = ProcessConfig(health_port=health_port, health_host=host)
+    serve_worker(bootstrap, scorer_url, token, config, lambda bound: typer.echo(f"worker: health on :{bound}"))
 
 
 @service.command("eval-sink")
@@ -94,12 +96,15 @@ def service_eval_sink(
     db: DatabaseUrl,
     health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50055,
     host: ListenHost = "127.0.0.1",
+    delay: Annotated[float, typer.Option(hidden=True, help="Tests: seconds to pause after each stored score.")] = 0.0,
+    group: Annotated[str, typer.Option(hidden=True, help="Tests: a consumer group of their own.")] = "",
 ) -> None:
     """Result sink: scores from Kafka -> eval_scores; completed runs -> metrics and eval results, until SIGTERM."""
-    from evaluator.pipeline import serve
+    from evaluator.process import ProcessConfig, serve_sink
 
     required(bootstrap, "CHEEMS_KAFKA_BOOTSTRAP")
-    serve("sink", bootstrap, db, health_port=health_port, health_host=host)
+    config = ProcessConfig(health_port=health_port, health_host=host)
+    serve_sink(bootstrap, db, config, lambda bound: typer.echo(f"sink: health on :{bound}"), delay, group)
 
 
 @dev.command("broker")

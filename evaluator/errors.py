@@ -1,7 +1,16 @@
-"""Errors of the evaluator: the inputs are well-formed but cannot be evaluated together."""
+"""Errors of the evaluator, each a kind of the one tree in `cheems.errors` (mapped to statuses at the edges)."""
 
-from cheems.errors import InvalidInput
+from cheems.errors import InvalidInput, Unavailable
 
 
 class EvaluationError(InvalidInput):
-    """E.g. a benchmark response with no reward, or two bench files with the same subset name."""
+    """The inputs are well-formed but cannot be evaluated together, e.g. a benchmark response with no
+    reward, or two bench files with the same subset name; or an option out of range."""
+
+
+class BadRequest(InvalidInput):
+    """A StartRun/GetRun request that cannot be served; the message names the field."""
+
+
+class PublishFailed(Unavailable):
+    """The broker did not take a run's score requests; the run is recorded as failed. Retrying may work."""

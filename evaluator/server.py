@@ -1,48 +1,47 @@
 """gRPC adapter of `cheems.v1.EvaluationService`: start a CheemsBench run through Kafka, then watch it.
 
+    cheems service evaluation --bootstrap HOST:9092 --db URL --bench-root DIR   # gRPC on :50056
+
 StartRun checks the request, records the run and publishes one score request per benchmark prompt
-(`evaluator.pipeline.start_run`); the score workers and the result sink do the rest. GetRun reads the
+(`evaluator.runs.start_run`); the score workers and the result sink do the rest. GetRun reads the
 run's state, progress and, once complete, its metrics from the store.
 
 Bench files are named relative to the service's bench root (in Kubernetes the shared volume, which
-the result sink mounts at the same path); a name that leaves the root is refused. Errors:
-INVALID_ARGUMENT for a bad request (the message names the field, or the file and line), NOT_FOUND
-for an unknown run, UNAVAILABLE when the broker does not take the score requests.
+the result sink mounts at the same path); a name that leaves the root is refused. Errors are kinds
+of `cheems.errors`, mapped to a status by `services.grpc_errors.abort`: INVALID_ARGUMENT for a bad
+request (the message names the field, or the file and line), NOT_FOUND for an unknown run,
+UNAVAILABLE when the broker does not take the score requests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import grpc
-from kafka.errors import KafkaError
 
 from cheems.errors import CheemsError
 from cheems.v1 import evaluation_pb2, evaluation_pb2_grpc
-from evaluator.metrics import Semantics
-from evaluator.pipeline import run_proto, start_run
+from evaluator.calibration import DEFAULT_BINS
+from evaluator.convert import semantics_from_proto
+from evaluator.errors import BadRequest
+from evaluator.evaluate import EvalOptions
+from evaluator.runs import run_message, start_run
 from services.bus.client import Publisher
+from services.grpc_errors import abort
 from services.hosting import EVALUATION_PORT, GrpcHost, HostConfig
 
+log = logging.getLogger(__name__)
 SERVICE = "cheems.v1.EvaluationService"
-SEMANTICS = {
-    evaluation_pb2.SEMANTICS_UNSPECIFIED: Semantics.PAPER,
-    evaluation_pb2.SEMANTICS_PAPER: Semantics.PAPER,
-    evaluation_pb2.SEMANTICS_OFFICIAL: Semantics.OFFICIAL,
-}
 
 
 @dataclass(frozen=True)
 class EvaluationConfig:
     bench_root: Path  # bench files are read from under here and nowhere else
     host: HostConfig = field(default_factory=lambda: HostConfig(port=EVALUATION_PORT))
-
-
-class BadRequest(ValueError):
-    """A StartRun/GetRun request that cannot be served; the message names the field."""
 
 
 def resolve_bench(root: Path, names: Sequence[str]) -> list[Path]:
@@ -61,41 +60,32 @@ def resolve_bench(root: Path, names: Sequence[str]) -> list[Path]:
     return paths
 
 
-def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
-    context.abort(code, message)
-    raise AssertionError("abort raises")
-
-
 class EvaluationServicer(evaluation_pb2_grpc.EvaluationServiceServicer):
     def __init__(self, engine: Any, publisher: Publisher, bench_root: Path) -> None:
         self.engine, self.publisher, self.bench_root = engine, publisher, bench_root
 
     def StartRun(self, request: Any, context: grpc.ServicerContext) -> evaluation_pb2.EvalRun:
         try:
-            paths = resolve_bench(self.bench_root, list(request.bench_files))
-            if not request.scorer_url.strip():
-                raise BadRequest("scorer_url: give the scorer's gRPC address, host:port")
-            if request.semantics not in SEMANTICS:
-                raise BadRequest(f"semantics: unknown value {request.semantics}")
-        except BadRequest as e:
-            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        try:
-            run_id = start_run(
-                self.engine, self.publisher, [str(p) for p in paths], request.scorer_url, SEMANTICS[request.semantics]
-            )
-        except CheemsError as e:  # a malformed bench file: the message names the file and line
-            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        except KafkaError as e:  # the broker did not take the requests; the run is recorded as failed
-            _abort(context, grpc.StatusCode.UNAVAILABLE, f"the score requests could not be published: {e}")
-        return run_proto(self.engine, run_id)
+            return self.start(request)
+        except CheemsError as e:  # a malformed bench file's message names the file and line
+            abort(context, e)
 
     def GetRun(self, request: Any, context: grpc.ServicerContext) -> evaluation_pb2.EvalRun:
-        if not request.run_id:
-            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "run_id: required")
         try:
-            return run_proto(self.engine, request.run_id)
-        except KeyError:
-            _abort(context, grpc.StatusCode.NOT_FOUND, f"no run {request.run_id!r}")
+            if not request.run_id:
+                raise BadRequest("run_id: required")
+            return run_message(self.engine, request.run_id)
+        except CheemsError as e:
+            abort(context, e)
+
+    def start(self, request: evaluation_pb2.StartRunRequest) -> evaluation_pb2.EvalRun:
+        """Check the request, then record and publish the run (nothing is stored for a bad request)."""
+        paths = resolve_bench(self.bench_root, list(request.bench_files))
+        if not request.scorer_url.strip():
+            raise BadRequest("scorer_url: give the scorer's gRPC address, host:port")
+        options = EvalOptions(semantics_from_proto(request.semantics), request.ece_bins or DEFAULT_BINS)
+        run_id = start_run(self.engine, self.publisher, [str(p) for p in paths], request.scorer_url, options)
+        return run_message(self.engine, run_id)
 
 
 def host(servicer: EvaluationServicer, config: HostConfig) -> GrpcHost:
@@ -107,13 +97,18 @@ def host(servicer: EvaluationServicer, config: HostConfig) -> GrpcHost:
     return grpc_host
 
 
-def serve(db: str, bootstrap: str, config: EvaluationConfig) -> None:
-    """`cheems service evaluation`: migrate-free (run `cheems db upgrade` first), until SIGTERM."""
+def serve(db: str, bootstrap: str, config: EvaluationConfig, on_ready: Callable[[int], None] | None = None) -> None:
+    """`cheems service evaluation`: migrate-free (run `cheems db upgrade` first), until SIGTERM.
+
+    `on_ready(port)` runs once the server listens (the port bound, which config.host.port 0 leaves open).
+    """
     from services.store.db import StoreConfig, create_engine_for
 
     publisher = Publisher(bootstrap, max_block_ms=10000)  # a StartRun fails within ~10 s when Kafka is down
     servicer = EvaluationServicer(create_engine_for(StoreConfig(db)), publisher, config.bench_root)
     grpc_host = host(servicer, config.host).start()
-    print(f"evaluation: gRPC {config.host.host}:{grpc_host.port}, bench root {config.bench_root}", flush=True)
+    log.info("evaluation serving on %s:%d, bench root %s", config.host.host, grpc_host.port, config.bench_root)
+    if on_ready is not None:
+        on_ready(grpc_host.port)
     grpc_host.wait_for_signal()
     publisher.close()

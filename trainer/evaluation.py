@@ -1,7 +1,9 @@
 """Score CheemsBench files with the model being trained and compute the evaluator's metrics.
 
+    result = evaluate_model(model, tokenizer, ["open.jsonl", "human.jsonl"], world, max_length=2048)
+
 Every rank scores an equal share (FSDP needs every rank in every forward); results are gathered
-and all ranks return the same EvalResult.
+and all ranks return the same EvalResult, computed by the evaluator's one path (`evaluator.evaluate`).
 """
 
 from __future__ import annotations
@@ -16,9 +18,8 @@ from cheems.chat import Conversation, Truncation, encode_many
 from cheems.cheemsbench import BenchItem
 from cheems.forward import forward_rewards
 from cheems.rewards_file import RewardKey
-from evaluator.evaluate import load_subsets
-from evaluator.join import join_rewards
-from evaluator.metrics import EvalResult, evaluate_subsets
+from evaluator.evaluate import DEFAULT_OPTIONS, EvalOptions, evaluate, load_subsets
+from evaluator.metrics import EvalResult
 from trainer.distributed import World, gather_objects
 
 
@@ -47,9 +48,14 @@ def bench_rewards(
 
 
 def evaluate_model(
-    model: Any, tokenizer: Any, bench_files: Sequence[str | Path], world: World, max_length: int
+    model: Any,
+    tokenizer: Any,
+    bench_files: Sequence[str | Path],
+    world: World,
+    max_length: int,
+    options: EvalOptions = DEFAULT_OPTIONS,
 ) -> EvalResult:
+    """Every metric of the model on the bench files (each file one subset), on every rank."""
     subsets = load_subsets(bench_files)
     items = [item for _, subset_items in subsets.values() for item in subset_items]
-    rewards = bench_rewards(model, tokenizer, items, world, max_length)
-    return evaluate_subsets({name: join_rewards(its, rewards, path) for name, (path, its) in subsets.items()})
+    return evaluate(subsets, bench_rewards(model, tokenizer, items, world, max_length), options)

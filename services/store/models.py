@@ -143,6 +143,8 @@ class EvalRun(Base):
     state: Mapped[str] = mapped_column(String(16), default="running")
     result: Mapped[dict[str, Any] | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # Bins of the calibration error the result is computed with; runs stored before revision 0003 had 5.
+    ece_bins: Mapped[int] = mapped_column(default=5, server_default="5")
 
 
 class EvalScore(Base):

@@ -1,11 +1,9 @@
 """What services do with the store: idempotent writes and plain reads, each a function taking a Session.
 
-Writes are safe to repeat (Kafka redelivers, clients retry): prompts are keyed by content hash,
-responses by (prompt, key), tasks by (prompt, keys), annotations by the caller's idempotency key.
-Inserts use INSERT ... ON CONFLICT DO NOTHING, so two writers racing on the same key cannot both
-insert. Every value is checked before anything is written; the caller's `session_scope` commits or
-rolls back the whole unit of work.
-
+Writes are safe to repeat (Kafka redelivers, clients retry): prompts are keyed by content hash, responses by
+(prompt, key), tasks by (prompt, keys), annotations by the caller's idempotency key, run scores by (run, item),
+all inserted with ON CONFLICT DO NOTHING (racing writers cannot both insert). Values are checked before any SQL;
+the caller's `session_scope` commits or rolls back the whole unit of work:
     with session_scope(engine) as s:
         pid, _ = add_sample(s, "什么是奖励模型？", [("r1", "……"), ("r2", "……")], ["知识", "AI"])
         add_annotation(s, "anno-1", pid, "alice", "human", {"better": "r1", "worse": "r2"})
@@ -13,22 +11,33 @@ rolls back the whole unit of work.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import insert, inspect, select
+from sqlalchemy import func, insert, inspect, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from services.store import validate as v
-from services.store.errors import Conflict, InvalidRecord, TaskClosed, UnknownPrompt, UnknownResponse, UnknownTask
+from services.store.errors import (
+    Conflict,
+    InvalidRecord,
+    TaskClosed,
+    UnknownPrompt,
+    UnknownResponse,
+    UnknownRun,
+    UnknownTask,
+)
 from services.store.models import (
     ANNOTATION_KINDS,
     EXPORT_KINDS,
     Annotation,
     AnnotationTask,
     Base,
+    EvalRun,
+    EvalScore,
     Export,
     Prompt,
     Ranking,
@@ -198,6 +207,49 @@ def record_export(session: Session, kind: str, path: str, records: int, sha256: 
     session.add(row)
     session.flush()
     return row.id
+
+
+def create_run(
+    session: Session, bench_files: Sequence[str], scorer_url: str, semantics: str, ece_bins: int, items_total: int
+) -> str:
+    """Record a new evaluation run, state "running"; returns its id."""
+    values: dict[str, Any] = {"bench_files": v.strings("bench_files", [str(f) for f in bench_files])}
+    values |= {"scorer_url": scorer_url, "semantics": semantics, "ece_bins": v.count("ece_bins", ece_bins, minimum=1)}
+    session.add(run := EvalRun(id=uuid.uuid4().hex, items_total=v.count("items_total", items_total), **values))
+    return run.id
+
+
+def get_run(session: Session, run_id: str) -> EvalRun:
+    """The run; UnknownRun if this store holds none with that id."""
+    if (run := session.get(EvalRun, run_id)) is None:
+        raise UnknownRun(f"no run {run_id!r}")
+    return run
+
+
+def record_scores(session: Session, run_id: str, item: str, scores: Mapping[str, float]) -> bool:
+    """Store {response id: score} of a run's item ("<subset>:<index>"); False if stored already (a replay)."""
+    get_run(session, run_id)
+    values = {"response_ids": list(scores), "scores": list(scores.values())}
+    return _insert_new(session, EvalScore, {"run_id": run_id, "item": v.key("item", item), **values})
+
+
+def count_scored(session: Session, run_id: str) -> int:
+    """How many of the run's items have their scores stored."""
+    return int(session.scalar(select(func.count()).select_from(EvalScore).where(EvalScore.run_id == run_id)) or 0)
+
+
+def run_scores(session: Session, run_id: str) -> dict[str, dict[str, float]]:
+    """{item: {response id: score}} of every scored item of the run."""
+    rows = session.scalars(select(EvalScore).where(EvalScore.run_id == run_id))
+    return {r.item: dict(zip(r.response_ids, r.scores, strict=True)) for r in rows}
+
+
+def end_run(session: Session, run_id: str, result: Mapping[str, Any] | None) -> bool:
+    """A running run ends: "succeeded" with its result, or "failed" (result None); False if it had ended already."""
+    if (run := get_run(session, run_id)).state != "running":
+        return False
+    run.result, run.state = (None, "failed") if result is None else (v.json_value("result", dict(result)), "succeeded")
+    return True
 
 
 def _insert_new(session: Session, model: type[Base], values: dict[str, Any]) -> bool:

@@ -1,4 +1,8 @@
-"""The streaming evaluator end to end: real broker, real scorer over gRPC, real database, real processes."""
+"""The streaming evaluator end to end: real broker, real scorer over gRPC, real database, real processes.
+
+Runs (`evaluator.runs`), the score worker, the result sink (also as `cheems service eval-sink`
+processes, one killed mid-run) and the in-process driver behind `cheems eval --via-kafka`.
+"""
 
 from __future__ import annotations
 
@@ -12,16 +16,22 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, select
 
+from cheems.cheemsbench import BenchItem, read_bench
 from cheems.rewards_file import write_rewards
-from evaluator.evaluate import evaluate_files, load_subsets
-from evaluator.pipeline import ResultSink, ScoreWorker, run_state, start_run
+from evaluator.driver import evaluate_via_kafka
+from evaluator.evaluate import DEFAULT_OPTIONS, EvalOptions, evaluate_files, load_subsets
+from evaluator.metrics import Semantics
 from evaluator.report import to_json
+from evaluator.runs import run_state, start_run
+from evaluator.sink import ResultSink
+from evaluator.worker import ScoreWorker
+from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
 from services.scorer.runtime import ScorerServer
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
-from services.store.models import EvalScore
+from services.store.models import EvalRun, EvalScore
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 BENCH = [str(SAMPLE / "open.jsonl"), str(SAMPLE / "human.jsonl")]
@@ -34,7 +44,7 @@ def db(tmp_path: Path) -> tuple[str, Engine]:
     return url, create_engine_for(StoreConfig(url))
 
 
-def expected_result(engine: Engine, run_id: str, tmp_path: Path) -> dict:
+def expected_result(engine: Engine, run_id: str, tmp_path: Path, options: EvalOptions = DEFAULT_OPTIONS) -> dict:
     """What `cheems eval` says about the scores the pipeline stored."""
     subsets = load_subsets(BENCH)
     with session_scope(engine) as session:
@@ -51,7 +61,7 @@ def expected_result(engine: Engine, run_id: str, tmp_path: Path) -> dict:
             for rid in rows[f"{name}:{i}"]
         ],
     )
-    return to_json(evaluate_files(BENCH, tmp_path / "rewards.jsonl"))
+    return to_json(evaluate_files(BENCH, tmp_path / "rewards.jsonl", options))
 
 
 def wait_for(predicate, timeout: float = 120.0, step=None, what=lambda: "") -> None:  # type: ignore[no-untyped-def]
@@ -72,25 +82,15 @@ def test_a_killed_evaluator_restarts_and_finishes_without_duplicates(
     run_id = start_run(engine, publisher, BENCH, f"127.0.0.1:{scorer.grpc_port}")
     worker = ScoreWorker(broker.bootstrap, f"127.0.0.1:{scorer.grpc_port}")
     wait_for(
-        lambda: worker.consumer.poll_once(200) == 0 and worker.scored.get(run_id, 0) >= 36,
+        lambda: worker.consumer.poll_once(200) == 0 and worker.consumer.stats.handled >= 36,
         timeout=120,
         what=lambda: f"the worker ({worker.consumer.stats})",
     )
     worker.close()
 
     def sink(delay: float) -> subprocess.Popen[bytes]:
-        cmd = [
-            sys.executable,
-            "-m",
-            "evaluator.pipeline",
-            "sink",
-            "--bootstrap",
-            broker.bootstrap,
-            "--db",
-            url,
-            "--delay",
-            str(delay),
-        ]
+        cmd = [sys.executable, "-m", "cheems_cli", "service", "eval-sink", "--bootstrap", broker.bootstrap]
+        cmd += ["--db", url, "--delay", str(delay), "--health-port", "-1"]
         return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
 
     first = sink(0.3)
@@ -125,7 +125,8 @@ def test_metrics_through_kafka_equal_cheems_eval(
 ) -> None:
     _, engine = db
     publisher = Publisher(broker.bootstrap)
-    run_id = start_run(engine, publisher, BENCH, f"127.0.0.1:{scorer.grpc_port}")
+    options = EvalOptions(Semantics.OFFICIAL, ece_bins=3)  # not the defaults: the sink must use the run's own
+    run_id = start_run(engine, publisher, BENCH, f"127.0.0.1:{scorer.grpc_port}", options)
     # groups of their own: on Tansu a group whose members just left can be slow to hand out partitions again
     worker = ScoreWorker(broker.bootstrap, f"127.0.0.1:{scorer.grpc_port}", group=f"workers-{run_id}")
     sink = ResultSink(broker.bootstrap, engine, group=f"sink-{run_id}")
@@ -137,7 +138,8 @@ def test_metrics_through_kafka_equal_cheems_eval(
     wait_for(lambda: run_state(engine, run_id)[0] == "succeeded", step=step)
     _, done, total, result = run_state(engine, run_id)
     assert done == total == 36
-    assert result == expected_result(engine, run_id, tmp_path)
+    assert result == expected_result(engine, run_id, tmp_path, options)
+    assert result != expected_result(engine, run_id, tmp_path, EvalOptions(Semantics.OFFICIAL))  # 3 bins, not 5
     worker.close()
     sink.close()
     publisher.close()
@@ -168,9 +170,37 @@ def test_cli_eval_via_kafka_equals_eval_on_a_rewards_file(scorer: ScorerServer, 
         f"sqlite:///{tmp_path / 'r.db'}",
         "--json",
         tmp_path / "kafka.json",
+        "--ece-bins",
+        3,
     )
     cheems("rewards", *BENCH, "--model-url", url, "--out", tmp_path / "rewards.jsonl")
-    cheems("eval", *BENCH, "--rewards", tmp_path / "rewards.jsonl", "--json", tmp_path / "file.json")
+    cheems("eval", *BENCH, "--rewards", tmp_path / "rewards.jsonl", "--json", tmp_path / "file.json", "--ece-bins", 3)
+    cheems("eval", *BENCH, "--rewards", tmp_path / "rewards.jsonl", "--json", tmp_path / "five.json")
     via_kafka = json.loads((tmp_path / "kafka.json").read_text())
     via_file = json.loads((tmp_path / "file.json").read_text())
     assert via_kafka == via_file
+    assert via_kafka != json.loads((tmp_path / "five.json").read_text())  # --ece-bins reached the sink
+
+
+def test_the_driver_returns_what_the_sink_stored_and_reads_the_bench_once(
+    scorer: ScorerServer, db: tuple[str, Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, engine = db
+    reads: list[str] = []
+
+    def counted(path: str | Path) -> list[BenchItem]:
+        reads.append(Path(path).name)
+        return read_bench(path)
+
+    monkeypatch.setattr("evaluator.evaluate.read_bench", counted)
+    with EmbeddedBroker() as own:  # a broker of its own: the module's has other tests' requests on it
+        own.create_topics(topics.with_dead_letters())
+        options = EvalOptions(ece_bins=4)
+        result = evaluate_via_kafka(
+            BENCH, f"127.0.0.1:{scorer.grpc_port}", own.bootstrap, engine, options, progress=False
+        )
+    assert sorted(reads) == ["human.jsonl", "open.jsonl"]  # start_run and the sink share one read
+    with session_scope(engine) as session:
+        (run,) = session.scalars(select(EvalRun)).all()
+    assert run.state == "succeeded" and run.ece_bins == 4
+    assert to_json(result) == run.result

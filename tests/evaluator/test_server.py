@@ -1,5 +1,6 @@
 """EvaluationService over real gRPC: StartRun through the real broker to a real scorer, GetRun's progress
-and metrics, on SQLite and PostgreSQL; bad requests get INVALID_ARGUMENT/NOT_FOUND/UNAVAILABLE and store nothing."""
+and metrics, on SQLite and PostgreSQL; bad requests get INVALID_ARGUMENT/NOT_FOUND/UNAVAILABLE (with the
+`cheems-error-reason` trailer) and store nothing; undefined metrics stay unset, never 0.0."""
 
 from __future__ import annotations
 
@@ -15,14 +16,23 @@ from google.protobuf.json_format import MessageToDict
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy import Engine, func, select
 
+from cheems.cheemsbench import BenchItem
+from cheems.responses import Response
 from cheems.v1 import evaluation_pb2, evaluation_pb2_grpc
+from evaluator.convert import result_proto
+from evaluator.evaluate import EvalOptions, evaluate, load_subsets
 from evaluator.metrics import Semantics
-from evaluator.pipeline import ResultSink, ScoreWorker, compute, result_proto
+from evaluator.report import to_json
+from evaluator.runs import rewards_of
 from evaluator.server import EvaluationServicer, host, resolve_bench
+from evaluator.sink import ResultSink
+from evaluator.worker import ScoreWorker
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
+from services.grpc_errors import REASON_KEY
 from services.hosting import GrpcHost, HostConfig
 from services.scorer.runtime import ScorerServer
+from services.store import repository
 from services.store.db import session_scope
 from services.store.models import EvalRun, EvalScore
 
@@ -63,10 +73,12 @@ def test_start_run_then_get_run_until_the_metrics_arrive(
             bench_files=["open.jsonl", "human.jsonl"],
             scorer_url=scorer_url,
             semantics=evaluation_pb2.SEMANTICS_OFFICIAL,
+            ece_bins=3,
         ),
         timeout=30,
     )
     assert started.state == evaluation_pb2.RUN_STATE_RUNNING and (started.items_scored, started.items_total) == (0, 36)
+    assert started.ece_bins == 3
     assert [Path(p).name for p in started.bench_files] == ["open.jsonl", "human.jsonl"]
     assert not started.HasField("result")
 
@@ -91,9 +103,8 @@ def test_start_run_then_get_run_until_the_metrics_arrive(
     with session_scope(engine) as session:
         rows = session.scalars(select(EvalScore).where(EvalScore.run_id == run.run_id)).all()
         scores = {r.item: dict(zip(r.response_ids, r.scores, strict=True)) for r in rows}
-    expected = result_proto(
-        compute([str(SAMPLE / "open.jsonl"), str(SAMPLE / "human.jsonl")], scores, Semantics.OFFICIAL)
-    )
+    subsets = load_subsets([str(SAMPLE / "open.jsonl"), str(SAMPLE / "human.jsonl")])
+    expected = result_proto(evaluate(subsets, rewards_of(subsets, scores), EvalOptions(Semantics.OFFICIAL, 3)))
     assert MessageToDict(run.result) == MessageToDict(expected)
     assert set(run.result.subsets) == {"open", "human"} and 0.0 <= run.result.overall <= 1.0
 
@@ -122,11 +133,57 @@ def test_bad_start_requests_are_invalid_and_store_nothing(
     assert health.status == health_pb2.HealthCheckResponse.SERVING  # still serving
 
 
+def test_bad_ece_bins_are_invalid_and_store_nothing(engine: Engine, service: tuple[GrpcHost, grpc.Channel]) -> None:
+    request = evaluation_pb2.StartRunRequest(bench_files=["open.jsonl"], scorer_url="h:1", ece_bins=-2)
+    with pytest.raises(grpc.RpcError) as error:
+        stub(service[1]).StartRun(request, timeout=30)
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (error.value.details() or "").startswith("ece_bins: ")
+    assert reason(error.value) == "invalid_request"
+    with session_scope(engine) as session:
+        assert session.scalar(select(func.count()).select_from(EvalRun)) == 0
+
+
+def reason(error: grpc.RpcError) -> str | None:
+    return dict(error.trailing_metadata() or ()).get(REASON_KEY)  # type: ignore[attr-defined]
+
+
 def test_get_run_of_an_unknown_or_empty_id(service: tuple[GrpcHost, grpc.Channel]) -> None:
-    for run_id, code in (("nope", grpc.StatusCode.NOT_FOUND), ("", grpc.StatusCode.INVALID_ARGUMENT)):
+    cases = (
+        ("nope", grpc.StatusCode.NOT_FOUND, "not_found"),
+        ("", grpc.StatusCode.INVALID_ARGUMENT, "invalid_request"),
+    )
+    for run_id, code, why in cases:
         with pytest.raises(grpc.RpcError) as error:
             stub(service[1]).GetRun(evaluation_pb2.GetRunRequest(run_id=run_id), timeout=10)
-        assert error.value.code() == code
+        assert error.value.code() == code and reason(error.value) == why
+
+
+def test_a_category_without_pairs_has_unset_accuracy_and_ece_over_grpc(
+    engine: Engine, service: tuple[GrpcHost, grpc.Channel]
+) -> None:
+    """null in the stored JSON stays unset in the message (HasField false), never 0.0."""
+    bench = {"tiny": ("tiny.jsonl", [item("甲乙丙谁最高？", "推理", [1, 2]), item("你好", "闲聊", [1, 1])])}
+    rewards = {("甲乙丙谁最高？", "a"): 1.0, ("甲乙丙谁最高？", "b"): 0.0, ("你好", "a"): 0.5, ("你好", "b"): 0.2}
+    result = evaluate(bench, rewards)
+    with session_scope(engine) as session:
+        run_id = repository.create_run(session, ["tiny.jsonl"], "h:1", "paper", 5, 2)
+        for index in range(2):
+            repository.record_scores(session, run_id, f"tiny:{index}", {"a": 0.0, "b": 0.0})
+        repository.end_run(session, run_id, to_json(result))
+    run = stub(service[1]).GetRun(evaluation_pb2.GetRunRequest(run_id=run_id), timeout=10)
+    assert run.state == evaluation_pb2.RUN_STATE_SUCCEEDED and run.ece_bins == 5
+    subset = run.result.subsets["tiny"]
+    chat, reasoning = subset.per_category["闲聊"], subset.per_category["推理"]
+    assert not chat.HasField("accuracy") and not chat.HasField("ece") and chat.pairs == 0
+    assert chat.exact_match == 1.0  # no comparisons: an exact match (an empty conjunction)
+    assert reasoning.HasField("accuracy") and reasoning.accuracy == 1.0 and reasoning.HasField("ece")
+    assert subset.HasField("ece") and subset.accuracy == 1.0
+
+
+def item(prompt: str, category: str, ranks: list[int]) -> BenchItem:
+    responses = (Response("a", "回答一"), Response("b", "回答二"))
+    return BenchItem(prompt, responses, dict(zip("ab", ranks, strict=True)), (category,))
 
 
 def test_a_broker_that_is_gone_is_unavailable_and_the_run_is_failed(engine: Engine, bench_root: Path) -> None:
@@ -140,7 +197,7 @@ def test_a_broker_that_is_gone_is_unavailable_and_the_run_is_failed(engine: Engi
                 stub(channel).StartRun(
                     evaluation_pb2.StartRunRequest(bench_files=["open.jsonl"], scorer_url="h:1"), timeout=60
                 )
-            assert error.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert error.value.code() == grpc.StatusCode.UNAVAILABLE and reason(error.value) == "unavailable"
             with session_scope(engine) as session:
                 (run,) = session.scalars(select(EvalRun)).all()
             failed = stub(channel).GetRun(evaluation_pb2.GetRunRequest(run_id=run.id), timeout=10)

@@ -32,7 +32,7 @@ from cheems.v1 import (
     ingestion_pb2_grpc,
 )
 from evaluator.evaluate import load_subsets
-from evaluator.pipeline import run_state, start_run
+from evaluator.runs import run_state, start_run
 from evaluator.server import SERVICE as EVALUATION_SERVICE
 from services.annotation.server import SERVICE as ANNOTATION_SERVICE
 from services.bus import topics
@@ -229,6 +229,7 @@ def test_eval_sink_service_finishes_a_run(broker: EmbeddedBroker, tmp_path: Path
         publisher.close()
         engine.dispose()
     assert service.stop() == 0, service.output()
+    assert f"sink: health on :{port}" in service.out.read_text()
 
 
 def test_evaluation_service_starts_a_run(broker: EmbeddedBroker, tmp_path: Path, start: Start) -> None:
@@ -245,6 +246,7 @@ def test_evaluation_service_starts_a_run(broker: EmbeddedBroker, tmp_path: Path,
         assert stub.GetRun(evaluation_pb2.GetRunRequest(run_id=run.run_id), timeout=10).run_id == run.run_id
     assert run_state(create_engine_for(StoreConfig(url)), run.run_id)[0] == "running"
     assert service.stop() == 0, service.output()
+    assert f"evaluation: gRPC 127.0.0.1:{port}, bench root {SAMPLE}" in service.out.read_text()
 
 
 def test_evaluation_service_refuses_a_bench_root_that_is_not_a_directory(tmp_path: Path) -> None:

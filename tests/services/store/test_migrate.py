@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine, inspect, text
 
 from services.store.db import StoreConfig, create_engine_for
 from services.store.migrate import current_revision, head_revision, upgrade, upgrade_sql
@@ -37,7 +37,25 @@ def _differences(engine: Engine) -> list[object]:
 def test_upgrade_is_idempotent_and_reaches_head(db_url: str) -> None:
     upgrade(db_url)
     upgrade(db_url)
-    assert current_revision(db_url) == head_revision() == "0002"
+    assert current_revision(db_url) == head_revision() == "0003"
+
+
+def test_runs_stored_before_0003_get_five_ece_bins(db_url: str) -> None:
+    upgrade(db_url, "0002")
+    engine = create_engine_for(StoreConfig(db_url))
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO eval_runs (id, bench_files, scorer_url, semantics, items_total, state, created_at)"
+                    " VALUES ('old', '[]', 'h:1', 'paper', 0, 'running', CURRENT_TIMESTAMP)"
+                )
+            )
+        upgrade(db_url)
+        with engine.connect() as connection:
+            assert connection.scalar(text("SELECT ece_bins FROM eval_runs WHERE id = 'old'")) == 5
+    finally:
+        engine.dispose()
 
 
 def test_offline_sql_creates_every_table(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,6 +17,7 @@ from contextlib import ExitStack
 
 from sqlalchemy.engine import Engine
 
+from cheems.errors import DeadlineExceeded
 from evaluator.evaluate import DEFAULT_OPTIONS, BenchCache, EvalOptions
 from evaluator.metrics import EvalResult
 from evaluator.runs import run_state, start_run, stored_result
@@ -53,14 +54,16 @@ def evaluate_via_kafka(
 def wait_for_run(
     engine: Engine, run_id: str, consumers: Sequence[EventConsumer], timeout: float, progress: bool
 ) -> None:
-    """Poll `consumers` in turn until the run succeeded; TimeoutError after `timeout` seconds."""
+    """Poll `consumers` in turn until the run succeeded; DeadlineExceeded after `timeout` seconds."""
     from tqdm import tqdm
 
     deadline = time.monotonic() + timeout
     with tqdm(total=run_state(engine, run_id).total, desc="eval via kafka", unit="prompt", disable=not progress) as bar:
         while (state := run_state(engine, run_id)).state != "succeeded":
             if time.monotonic() > deadline:
-                raise TimeoutError(f"run {run_id} not complete after {timeout} s: {state.scored}/{state.total} scored")
+                raise DeadlineExceeded(
+                    f"run {run_id} not complete after {timeout} s: {state.scored}/{state.total} scored"
+                )
             for consumer in consumers:
                 consumer.poll_once(200)
             bar.update(state.scored - bar.n)

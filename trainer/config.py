@@ -36,6 +36,7 @@ class TrainConfig:
     gradient_checkpointing: bool = False
     fsdp: bool = False  # shard parameters (large models on GPUs); DDP otherwise
     eval_every: int = 0  # optimizer steps; 0 = at the end only
+    eval_ece_bins: int = 5  # bins of the calibration error in evaluations during training
     save_every: int = 0  # optimizer steps; 0 = at the end only
     stop_after: int = 0  # stop after this many optimizer steps (simulates an interruption); 0 = never
     resume: bool = True  # continue from the latest checkpoint in out_dir if there is one
@@ -43,7 +44,7 @@ class TrainConfig:
     trust_remote_code: bool = False
 
     def __post_init__(self) -> None:
-        positive = ["max_length", "micro_batch_size", "grad_accum_steps"]
+        positive = ["max_length", "micro_batch_size", "grad_accum_steps", "eval_ece_bins"]
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from cheems.forward import forward_rewards
 from cheems.model import load_model
+from evaluator.evaluate import EvalOptions
 from evaluator.metrics import EvalResult
 from evaluator.report import to_json
 from trainer import checkpoint
@@ -204,7 +205,8 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
         bar.set_postfix(loss=f"{loss_value:.4f}", epoch=epoch)
         done = step == plan.total_steps
         if config.eval_files and (done or (config.eval_every and step % config.eval_every == 0)):
-            result = evaluate_model(base, tokenizer, config.eval_files, world, config.max_length)
+            options = EvalOptions(ece_bins=config.eval_ece_bins)
+            result = evaluate_model(base, tokenizer, config.eval_files, world, config.max_length, options)
             record["eval"] = to_json(result)
             if world.is_main:
                 bar.write(

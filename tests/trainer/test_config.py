@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
         ("warmup_ratio", -0.1),
         ("length_policy", "middle"),
         ("reg_coef", -1.0),
+        ("eval_ece_bins", 0),
     ],
 )
 def test_invalid_values_raise_naming_the_field(field: str, value: object) -> None:

@@ -83,12 +83,21 @@ def _parse_rank(raw: dict[str, Any], responses: tuple[Response, ...], path: str 
         if rid not in ids:
             raise FormatError(path, line, f"rank names unknown response id {rid!r}", field="rank")
         if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and _INT.match(value))):
-            raise FormatError(path, line, f"rank of {rid!r} is not an integer: {value!r}", field="rank")
-        rank[rid] = int(value)
+            raise FormatError(path, line, f"rank of {rid!r} is not an integer: {_preview(value)}", field="rank")
+        try:
+            rank[rid] = int(value)
+        except ValueError:  # an integer string longer than Python converts (sys.get_int_max_str_digits())
+            message = f"rank of {rid!r} is too long: {len(str(value))} characters"
+            raise FormatError(path, line, message, field="rank") from None
     unranked = [r.id for r in responses if r.id not in rank]
     if unranked:
         raise FormatError(path, line, f"response id {unranked[0]!r} has no rank", field="rank")
     return rank
+
+
+def _preview(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def read_bench(path: str | Path) -> list[BenchItem]:

@@ -5,6 +5,12 @@ safetensors so vLLM, other servers and our scorer load it as they load Skywork-s
 Official CheemsRM checkpoints (a causal LM plus a `v_head`) are converted by `convert_v_head`.
 Shared by the trainer and the scorer; the forward pass is in `cheems.forward`.
 Weights are only ever read from safetensors (no pickle), and remote code is off unless asked.
+
+Every checkpoint we write is self-describing (`describe_reward_model`), so standard tools score it as
+`cheems score` does: `problem_type="regression"` (the text-classification pipeline returns the raw
+reward, no sigmoid), the label "reward", and a chat template whose rendering ends at the token the
+reward is read at (stripped, as `cheems.chat.render` does). Older checkpoints without these load as
+before; `describe_checkpoint` rewrites one in place.
 """
 
 from __future__ import annotations
@@ -20,6 +26,10 @@ from torch import nn
 from cheems.errors import ModelError
 
 log = logging.getLogger(__name__)
+
+REWARD_LABEL = "reward"
+# First in a template we made stripped, so wrapping twice is a no-op.
+STRIPPED_MARK = "{#- cheems: rendered stripped; the reward is read at its last token -#}"
 
 
 def quiet_transformers() -> None:
@@ -49,9 +59,12 @@ def init_head(model: nn.Module, seed: int = 0) -> None:
 
 
 def load_model(
-    path: str | Path, dtype: torch.dtype = torch.float32, trust_remote_code: bool = False
+    path: str | Path, dtype: torch.dtype = torch.float32, trust_remote_code: bool = False, tokenizer: Any = None
 ) -> tuple[Any, Any]:
-    """(model, tokenizer) from a sequence-classification checkpoint directory, safetensors only."""
+    """(model, tokenizer) from a sequence-classification checkpoint directory, safetensors only.
+
+    `tokenizer`: the checkpoint's tokenizer when the caller has it already (loading one holds the GIL for
+    seconds, which a serving process's calls feel)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     quiet_transformers()
@@ -61,7 +74,8 @@ def load_model(
     model = AutoModelForSequenceClassification.from_pretrained(
         directory, dtype=dtype, use_safetensors=True, trust_remote_code=trust_remote_code, num_labels=1
     )
-    tokenizer = AutoTokenizer.from_pretrained(directory, trust_remote_code=trust_remote_code)
+    if tokenizer is None:
+        tokenizer = AutoTokenizer.from_pretrained(directory, trust_remote_code=trust_remote_code)
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     head_of(model)
@@ -77,15 +91,70 @@ def save_model(
 ) -> Path:
     """Save weights (safetensors), config, tokenizer and chat template; `metadata` -> cheems_metadata.json.
 
+    The config and tokenizer are made self-describing first (in place; see `describe_reward_model`).
+
     `state_dict` overrides the model's own (a full state dict gathered from DDP/FSDP ranks).
     """
     directory = Path(out)
     directory.mkdir(parents=True, exist_ok=True)
+    describe_reward_model(model.config, tokenizer)
     model.save_pretrained(directory, state_dict=state_dict, safe_serialization=True)
     tokenizer.save_pretrained(directory)
     if metadata is not None:
         text = json.dumps(metadata, ensure_ascii=False, indent=2, default=str)
         (directory / "cheems_metadata.json").write_text(text + "\n", encoding="utf-8")
+    return directory
+
+
+def describe_reward_model(config: Any, tokenizer: Any) -> None:
+    """Make `config` and `tokenizer` tell standard Hugging Face paths how we score (in place, idempotent).
+
+    problem_type "regression" makes `pipeline("text-classification")` return the raw head value (with
+    num_labels=1 and no problem_type it applies a sigmoid); the chat template renders exactly the text
+    `cheems.chat.render` tokenizes, so `apply_chat_template(messages)` feeds the reward's token last.
+    """
+    config.problem_type = "regression"
+    config.id2label = {0: REWARD_LABEL}
+    config.label2id = {REWARD_LABEL: 0}
+    if config.pad_token_id is None:
+        config.pad_token_id = tokenizer.pad_token_id
+    template = tokenizer.chat_template
+    if isinstance(template, dict):
+        tokenizer.chat_template = {name: stripped_template(t) for name, t in template.items()}
+    elif template is not None:
+        tokenizer.chat_template = stripped_template(template)
+
+
+def stripped_template(template: str) -> str:
+    """`template` rendering stripped of surrounding whitespace unless a generation prompt is asked for.
+
+    Jinja's `trim` is Python's `str.strip`, so for any conversation the rendering equals
+    `cheems.chat.render` of the old template (training and scoring are unchanged); e.g. ChatML's
+    trailing newline after the final `<|im_end|>` goes. The `{{ '' }}` guards keep the original's
+    leading and trailing whitespace away from trim_blocks/lstrip_blocks.
+    """
+    if template.startswith(STRIPPED_MARK):
+        return template
+    return (
+        STRIPPED_MARK
+        + "{%- set cheems_rendered %}{{ '' }}"
+        + template
+        + "{{ '' }}{% endset -%}"
+        + "{%- if add_generation_prompt %}{{ cheems_rendered }}{% else %}{{ cheems_rendered | trim }}{% endif -%}"
+    )
+
+
+def describe_checkpoint(path: str | Path) -> Path:
+    """Rewrite an existing checkpoint directory's config and tokenizer self-describing; weights untouched."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    quiet_transformers()
+    directory = Path(path)
+    config = AutoConfig.from_pretrained(directory)
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    describe_reward_model(config, tokenizer)
+    config.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
     return directory
 
 

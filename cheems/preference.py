@@ -1,28 +1,26 @@
-"""CheemsPreference jsonl, in both layouts the official loader accepts.
+"""CheemsPreference: prompts with their responses and preference pairs, merged from records of any layout.
 
-Pairwise, one pair per line (response ids are the md5 of the content):
-    {"input": str, "answer1": str, "answer2": str, "preference": 1 | 2}
-Annotation lists, one prompt per line:
-    {"input": str, "responses": [{"id", "content"}], "annotations": [[chosen_id, rejected_id, "1"], ...]}
-where an annotation may also be an `{"answer1", "answer2", "preference"}` object. Lines sharing
-an `input` are merged into one prompt, as the official loader does. Other fields are kept.
+Read any layout `cheems.layouts` knows (the official ones, TRL, HH-RLHF, LLaMA-Factory, ...);
+records of the same prompt in context (system prompt, earlier turns, text) are merged into one, as
+the official loader merges lines that share an `input`. A ranking (CheemsBench) becomes its pairs.
+Written in the official annotation-list layout:
+    {"input": str, "responses": [{"id", "content"}], "annotations": [[chosen_id, rejected_id, "1"], ...],
+     "sys_prompt"?: str, "history"?: [{"role", "content"}], "category"?: [...], ...other fields kept}
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from cheems.cheemsbench import prompt_key
+from cheems.cheemsbench import ranked_pairs
 from cheems.errors import FormatError
-from cheems.jsonl import iter_objects, require, write_objects
-from cheems.responses import Response, content_id, parse_responses
-
-Pair = tuple[str, str]  # (chosen id, rejected id)
-_PAIRWISE = {"answer1", "answer2", "preference"}
-_KNOWN = {"input", "prompt", "responses", "annotations", *_PAIRWISE}
+from cheems.jsonl import write_objects
+from cheems.layouts import read_records
+from cheems.record import Pair, Record, add_responses
+from cheems.responses import Response
 
 
 @dataclass(frozen=True)
@@ -30,7 +28,7 @@ class PreferenceItem:
     input: str
     responses: tuple[Response, ...]
     pairs: tuple[Pair, ...]
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)  # sys_prompt, history, category and any other field
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -40,80 +38,58 @@ class PreferenceItem:
             **self.extra,
         }
 
-
-@dataclass
-class _Draft:
-    responses: dict[str, Response] = field(default_factory=dict)
-    pairs: dict[Pair, None] = field(default_factory=dict)  # ordered set
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def add_response(self, response: Response, path: str | Path, line: int) -> None:
-        known = self.responses.get(response.id)
-        if known is not None and known.content != response.content:
-            raise FormatError(path, line, f"response id {response.id!r} reused with other content", "responses")
-        self.responses[response.id] = response
-
-    def add_pair(self, pair: Pair, path: str | Path, line: int, where: str) -> None:
-        for rid in pair:
-            if rid not in self.responses:
-                raise FormatError(path, line, f"names unknown response id {rid!r}", field=where)
-        if pair[0] == pair[1]:
-            raise FormatError(path, line, f"a response cannot be preferred to itself ({pair[0]!r})", where)
-        self.pairs[pair] = None
+    @classmethod
+    def of(cls, record: Record) -> PreferenceItem:
+        """The official form of a (merged) record: context and category go to their official fields."""
+        extra: dict[str, Any] = {}
+        if record.category:
+            extra["category"] = list(record.category)
+        if record.system_prompt:
+            extra["sys_prompt"] = record.system_prompt
+        if record.history:
+            extra["history"] = [{"role": role, "content": content} for role, content in record.history]
+        return cls(record.prompt, record.responses, all_pairs(record), {**extra, **record.extra})
 
 
-def read_preference(path: str | Path) -> list[PreferenceItem]:
-    """Read a preference file, merging lines that share a prompt; FormatError names file and line."""
-    drafts: dict[str, _Draft] = {}
-    for line, obj in iter_objects(path):
-        text = require(obj, prompt_key(obj), str, path, line)
-        draft = drafts.setdefault(text, _Draft())
-        if "responses" in obj:
-            for response in parse_responses(obj["responses"], path, line):
-                draft.add_response(response, path, line)
-        if _PAIRWISE & obj.keys() and "annotations" not in obj:
-            _add_answer_pair(draft, obj, path, line, "")
-        elif "annotations" in obj:
-            _add_annotations(draft, obj["annotations"], path, line)
-        else:
-            raise FormatError(path, line, "needs answer1/answer2/preference or responses/annotations")
-        draft.extra.update({k: v for k, v in obj.items() if k not in _KNOWN})
-    return [PreferenceItem(text, tuple(d.responses.values()), tuple(d.pairs), d.extra) for text, d in drafts.items()]
+def all_pairs(record: Record) -> tuple[Pair, ...]:
+    """The record's pairs, and those its ranking implies (better first), each once."""
+    ranked: list[Pair] = []
+    if record.rank is not None:
+        ids = [r.id for r in record.responses]
+        ranked = [(ids[b], ids[w]) for b, w in ranked_pairs([record.rank[i] for i in ids])]
+    return tuple(dict.fromkeys([*record.pairs, *ranked]))
 
 
-def _add_annotations(draft: _Draft, value: Any, path: str | Path, line: int) -> None:
-    if not isinstance(value, list):
-        raise FormatError(path, line, f"expected a list, got {type(value).__name__}", field="annotations")
-    for i, anno in enumerate(value):
-        where = f"annotations[{i}]"
-        if isinstance(anno, dict):
-            _add_answer_pair(draft, anno, path, line, where + ".")
-            continue
-        ok = isinstance(anno, list) and len(anno) == 3 and all(isinstance(x, str) for x in anno[:2])
-        if not ok or str(anno[2]) != "1":
-            raise FormatError(path, line, f'expected [chosen_id, rejected_id, "1"], got {anno!r}', field=where)
-        draft.add_pair((anno[0], anno[1]), path, line, where)
+def merge(records: Iterable[Record], path: str | Path, errors: list[FormatError] | None = None) -> list[Record]:
+    """One record per prompt in context, in order of first appearance: responses and pairs united.
 
-
-def _add_answer_pair(draft: _Draft, obj: dict[str, Any], path: str | Path, line: int, prefix: str) -> None:
-    """An {answer1, answer2, preference} record; `prefix` locates it in the line (e.g. "annotations[2].")."""
-    answers = []
-    for key in ("answer1", "answer2"):
+    A merged record keeps its ranking only when it came from one ranked record; otherwise rankings
+    become pairs. A record that gives a known response id other content is a FormatError at its
+    line: raised, or, when `errors` is given, appended there and the record left out."""
+    merged: dict[Any, Record] = {}
+    for record in records:
+        known = merged.get(record.context)
         try:
-            answers.append(require(obj, key, str, path, line))
+            merged[record.context] = record if known is None else _merge(known, record, path)
         except FormatError as e:
-            raise FormatError(path, line, e.message, field=prefix + key) from None
-    preference = obj.get("preference")
-    if isinstance(preference, bool) or str(preference) not in {"1", "2"}:
-        problem = "missing field" if "preference" not in obj else f"expected 1 or 2, got {preference!r}"
-        raise FormatError(path, line, problem, field=prefix + "preference")
-    ids = []
-    for content in answers:
-        response = Response(content_id(content), content)
-        draft.add_response(response, path, line)
-        ids.append(response.id)
-    chosen, rejected = ids if str(preference) == "1" else ids[::-1]
-    draft.add_pair((chosen, rejected), path, line, prefix + "preference")
+            if errors is None:
+                raise
+            errors.append(e)
+    return list(merged.values())
+
+
+def _merge(known: Record, record: Record, path: str | Path) -> Record:
+    responses = list(known.responses)
+    add_responses(responses, record.responses, path, record.line)
+    pairs = tuple(dict.fromkeys([*all_pairs(known), *all_pairs(record)]))
+    category = known.category or record.category
+    extra = {**known.extra, **record.extra}
+    return replace(known, responses=tuple(responses), pairs=pairs, rank=None, category=category, extra=extra)
+
+
+def read_preference(path: str | Path, layout: str | None = None) -> list[PreferenceItem]:
+    """Read a preference file of any layout, merging records of the same prompt; FormatError names the line."""
+    return [PreferenceItem.of(record) for record in merge(read_records(path, layout), path)]
 
 
 def write_preference(path: str | Path, items: Iterable[PreferenceItem]) -> int:

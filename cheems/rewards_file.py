@@ -22,16 +22,30 @@ def read_rewards(path: str | Path) -> dict[RewardKey, float]:
     first_line: dict[RewardKey, int] = {}
     for line, obj in iter_objects(path):
         key = (require(obj, "input", str, path, line), require(obj, "id", str, path, line))
-        reward = require(obj, "reward", (int, float), path, line)
-        if not math.isfinite(reward):
-            raise FormatError(path, line, f"reward must be finite, got {reward}", field="reward")
+        reward = _finite(require(obj, "reward", (int, float), path, line), path, line)
         if key in first_line:
             raise FormatError(
                 path, line, f"duplicate reward for response {key[1]!r}, first on line {first_line[key]}", field="id"
             )
         first_line[key] = line
-        rewards[key] = float(reward)
+        rewards[key] = reward
     return rewards
+
+
+def _finite(value: float, path: str | Path, line: int) -> float:
+    """The reward as a finite float; an integer beyond a float's range (10**400) is a FormatError too."""
+    try:
+        reward = float(value)
+    except OverflowError:
+        reward = math.inf
+    if not math.isfinite(reward):
+        raise FormatError(path, line, f"reward must be a finite number, got {_preview(value)}", field="reward")
+    return reward
+
+
+def _preview(value: float) -> str:
+    text = str(value)
+    return text if len(text) <= 20 else f"{text[:10]}... ({len(text)} digits)"
 
 
 def write_rewards(path: str | Path, rows: Iterable[tuple[str, str, float]]) -> int:

@@ -25,6 +25,8 @@ class Settings(BaseSettings):
     scorer_url: str = ""  # host:port of the scorer's gRPC endpoint
     scorer_token: str = ""  # bearer token the scorer requires (empty = none)
     bench_root: str = ""  # the evaluation service reads StartRun's bench files from under here
+    data_dir: str = "out/cheems"  # datasets and training runs (checkpoints, models): shared storage in a cluster
+    training_url: str = ""  # host:port of the training service's gRPC endpoint
     judge_base_url: str = ""  # OpenAI-compatible API of the AI judge, e.g. https://host/v1
     judge_model: str = ""
     judge_api_key: str = ""

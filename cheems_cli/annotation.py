@@ -8,8 +8,12 @@ from typing import Annotated, Any
 import typer
 
 from cheems_cli.options import (
+    JudgeApiKey,
+    JudgeApiKeyFile,
+    JudgeBaseUrl,
+    JudgeModel,
     clear_errors,
-    from_settings,
+    secret_option,
 )
 
 app = typer.Typer()
@@ -64,9 +68,10 @@ def annotate_simulate(
 def annotate_judge(
     bench: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Prompts with responses (bench layout).")],
     out: Annotated[Path, typer.Option(help="AI verdicts (cheems resolve input) to write.")],
-    base_url: Annotated[str, from_settings("judge_base_url", "OpenAI-compatible API, e.g. .../v1")],
-    model: Annotated[str, from_settings("judge_model", "Model name at that API.")],
-    api_key: Annotated[str, from_settings("judge_api_key", "API key of the judge endpoint.")],
+    base_url: JudgeBaseUrl,
+    model: JudgeModel,
+    api_key: JudgeApiKey,
+    api_key_file: JudgeApiKeyFile = None,
     local_model: Annotated[str, typer.Option(help="Or: a local causal-LM checkpoint run with transformers.")] = "",
     both_orders: Annotated[bool, typer.Option(help="Judge both A/B orders; keep consistent verdicts.")] = False,
     concurrency: Annotated[int, typer.Option(min=1)] = 8,
@@ -79,6 +84,7 @@ def annotate_judge(
 
     if bool(local_model) == bool(base_url and model):
         raise typer.BadParameter("give --base-url with --model, or --local-model")
+    api_key = secret_option(api_key, api_key_file, "--api-key-file")
     backend: Any = (
         TransformersBackend(local_model) if local_model else OpenAICompatibleBackend(base_url, model, api_key, timeout)
     )
@@ -130,3 +136,29 @@ def annotate_filter(
 
     config = FilterConfig(max_chars=max_chars, min_chinese_ratio=min_chinese_ratio)
     typer.echo(dump(filter_bench(bench, out, config)))
+
+
+@annotate.command("simulate-humans")
+@clear_errors
+def annotate_simulate_humans(
+    annotation_url: Annotated[str, typer.Option(help="host:port of the annotation service's gRPC endpoint.")],
+    bench: Annotated[
+        list[Path], typer.Option(exists=True, dir_okay=False, help="Bench file whose ranks are the truth (repeat).")
+    ],
+    annotators: Annotated[int, typer.Option(min=1, help="Simulated people working at once.")] = 3,
+    noise: Annotated[float, typer.Option(min=0.0, max=1.0, help="Rate of adjacent swaps in an ordering.")] = 0.1,
+    seed: Annotated[int, typer.Option()] = 0,
+    idle_seconds: Annotated[
+        float, typer.Option(min=0.0, help="Keep looking this long for new tasks once none is open.")
+    ] = 0.0,
+) -> None:
+    """Simulated people work the annotation queue over gRPC (ListTasks, SubmitAnnotation) until it is empty."""
+    import json
+    from dataclasses import asdict
+
+    from cheems.cheemsbench import read_bench
+    from services.annotation.simulated_annotators import SimulationConfig, simulate_humans
+
+    items = [item for path in bench for item in read_bench(path)]
+    config = SimulationConfig(annotators=annotators, noise=noise, seed=seed, idle_seconds=idle_seconds)
+    typer.echo(json.dumps(asdict(simulate_humans(annotation_url, items, config))))

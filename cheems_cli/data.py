@@ -1,13 +1,20 @@
-"""The store: `cheems ingest` and `cheems db upgrade`."""
+"""Data in: `cheems ingest`, `cheems convert`, and the store's `cheems db upgrade`.
+
+Both data commands read every layout `cheems.layouts` knows, from jsonl, a JSON array or Parquet,
+account for every record, and exit 0 when all were taken, 1 when some were rejected (the others are
+stored or written all the same), 2 when the input cannot be used at all.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from cheems_cli.options import (
+    EXIT_REJECTED,
     DatabaseUrl,
     KafkaBootstrap,
     clear_errors,
@@ -16,34 +23,73 @@ from cheems_cli.options import (
 app = typer.Typer()
 db = typer.Typer(help="The store's database.", no_args_is_help=True)
 
+LAYOUT_HELP = (
+    "Read every record in this layout instead of telling it from the fields: cheemsbench, pairwise, "
+    "annotations, samples, trl, hh-rlhf, sharegpt, alpaca."
+)
+Layout = Annotated[str | None, typer.Option("--format", help=LAYOUT_HELP)]
+DataFile = Annotated[
+    Path, typer.Argument(exists=True, dir_okay=False, help="jsonl, JSON array (.json) or Parquet file, any layout.")
+]
+
+
+def account(file: Path, rejected: Iterable[tuple[int, str | None, str]], summary: str) -> None:
+    """Each rejected record (line, field, reason) as `FILE:LINE: field: reason` on stderr, then the summary;
+    exit 1 when any was rejected."""
+    rejected = list(rejected)
+    for line, field, message in rejected:
+        typer.echo(f"{file}:{line}: {field + ': ' if field else ''}{message}", err=True)
+    typer.echo(summary)
+    if rejected:
+        raise typer.Exit(EXIT_REJECTED)
+
 
 @app.command("ingest")
 @clear_errors
-def ingest_command(
-    file: Annotated[
-        Path, typer.Argument(exists=True, dir_okay=False, help="CheemsBench, CheemsPreference or raw jsonl.")
-    ],
-    db: DatabaseUrl,
-    bootstrap: KafkaBootstrap,
-) -> None:
-    """Store prompts with responses (deduplicated); report rejected records with their line numbers."""
+def ingest_command(file: DataFile, db: DatabaseUrl, bootstrap: KafkaBootstrap, layout: Layout = None) -> None:
+    """Store prompts with responses (deduplicated); report rejected records with their line numbers.
+
+    Exit 0: every record stored or already there; 1: some rejected (the rest stored); 2: unusable input
+    or an unreachable database."""
     from services.bus.client import Publisher
-    from services.ingestion.records import parse_lines
+    from services.ingestion.records import read_samples
     from services.ingestion.service import IngestionService
     from services.store.db import StoreConfig, create_engine_for
     from services.store.migrate import upgrade
 
     upgrade(db)
-    parsed = parse_lines(file.read_text(encoding="utf-8").splitlines(), file)
+    parsed = read_samples(file, layout)
     publisher = Publisher(bootstrap) if bootstrap else None
     summary = IngestionService(create_engine_for(StoreConfig(db)), publisher, source=file.name).ingest(
         parsed.samples, parsed.errors
     )
-    for error in summary.errors:
-        typer.echo(f"{file}:{error.line}: {error.field + ': ' if error.field else ''}{error.message}", err=True)
-    typer.echo(
+    account(
+        file,
+        ((e.line, e.field, e.message) for e in summary.errors),
         f"received {summary.received}  stored {summary.stored}  duplicates {summary.duplicates}  "
-        f"rejected {summary.rejected}"
+        f"rejected {summary.rejected}",
+    )
+
+
+@app.command("convert")
+@clear_errors
+def convert_command(
+    file: DataFile,
+    out: Annotated[Path, typer.Option(help="The official jsonl to write (CheemsBench or CheemsPreference).")],
+    layout: Layout = None,
+) -> None:
+    """Rewrite preference data of any layout in the official layouts (records of one prompt merged).
+
+    Exit 0: every record converted; 1: some rejected (the rest written); 2: unusable input."""
+    from cheems.convert import convert
+
+    result = convert(file, out, layout)
+    read = ", ".join(f"{n} {name}" for name, n in sorted(result.layouts_in.items())) or "none"
+    account(
+        file,
+        ((e.line, e.field, e.message) for e in result.errors),
+        f"read {result.read} records ({read}), rejected {len(result.errors)}; "
+        f"wrote {result.written} prompts to {out} as {result.layout}",
     )
 
 

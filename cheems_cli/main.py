@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from cheems_cli import annotation, data, evaluation, models, scoring, services
+from cheems_cli import annotation, data, evaluation, models, scoring, services, system
 
 app = typer.Typer(
     help="Build and evaluate Chinese reward models (CheemsBench, CheemsPreference, CheemsRM).",
@@ -20,7 +20,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for group in (evaluation.app, annotation.app, scoring.app, models.app, data.app):
+for group in (evaluation.app, annotation.app, scoring.app, models.app, data.app, system.app):
     app.add_typer(group)
 app.add_typer(annotation.annotate, name="annotate")
 app.add_typer(data.db, name="db")
@@ -32,6 +32,8 @@ app.add_typer(services.dev, name="dev")
 def main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug messages.")] = False,
 ) -> None:
+    # The handler and format for every command; `cheems train` then sets the level of its training
+    # processes itself (rank 0 INFO, trainer.report.configure_logging), in this process or under torchrun.
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )

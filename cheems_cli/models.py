@@ -43,6 +43,7 @@ def convert_command(
 @app.command("train")
 @clear_errors
 def train_command(
+    ctx: typer.Context,
     recipe: Annotated[str, typer.Option(help="Recipe name: tiny-cpu, qwen25-paper.")] = "tiny-cpu",
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config field: key=value.")] = None,
     nproc: Annotated[
@@ -58,11 +59,16 @@ def train_command(
 
     Multi-node (Kubernetes Indexed Job, Kubeflow PyTorchJob): every node runs the same command with
     --nnodes and --rdzv-endpoint; torchrun's c10d rendezvous assigns the ranks.
+
+    Rank 0 reports the data counts (responses dropped over max_length), progress, and where the
+    model went; `cheems -v train` logs debug messages on every rank.
     """
     from cheems.errors import CheemsError
     from trainer.launch import LaunchConfig, launch
 
     args = ["--recipe", recipe] + [a for kv in set_ or [] for a in ("--set", kv)]
+    if ctx.find_root().params.get("verbose"):
+        args.append("--verbose")  # the training processes set their own logging (trainer.report)
     try:
         status = launch(LaunchConfig(nproc, nnodes, rdzv_endpoint, rdzv_id), args)
     except ValueError as e:

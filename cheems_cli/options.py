@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+import os
+from collections.abc import Callable, Collection
 from functools import wraps
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from pydantic import ValidationError
+from pydantic_settings import BaseSettings
 
 from cheems import errors
+from cheems.credentials import read_secret
 from cheems.settings import Settings, env_name, setting
 
 F = TypeVar("F", bound=Callable[..., Any])
+S = TypeVar("S", bound=BaseSettings)
 
 
 def from_settings(field: str, help: str) -> Any:
@@ -32,7 +39,106 @@ ListenHost = Annotated[
 DatabaseUrl = Annotated[str, from_settings("database_url", "SQLAlchemy URL of the store.")]
 KafkaBootstrap = Annotated[str, from_settings("kafka_bootstrap", "Kafka bootstrap servers (empty: none or embedded).")]
 ScorerUrl = Annotated[str, from_settings("scorer_url", "host:port of the scorer's gRPC endpoint.")]
-ScorerToken = Annotated[str, from_settings("scorer_token", "Bearer token of the scorer (empty = none).")]
+ScorerToken = Annotated[
+    str,
+    from_settings(
+        "scorer_token",
+        "Bearer token of the scorer (empty = none); `ps` shows an option: prefer the env var or --token-file.",
+    ),
+]
+ScorerTokenFile = Annotated[
+    Path | None,
+    typer.Option(
+        envvar="CHEEMS_SCORER_TOKEN_FILE", dir_okay=False, help="Read the scorer's bearer token from this file."
+    ),
+]
+JudgeBaseUrl = Annotated[str, from_settings("judge_base_url", "OpenAI-compatible API of the AI judge, e.g. .../v1")]
+JudgeModel = Annotated[str, from_settings("judge_model", "Model name at that API.")]
+JudgeApiKey = Annotated[
+    str,
+    from_settings(
+        "judge_api_key", "API key of the judge endpoint; `ps` shows it: prefer the env var or --api-key-file."
+    ),
+]
+JudgeApiKeyFile = Annotated[
+    Path | None,
+    typer.Option(envvar="CHEEMS_JUDGE_API_KEY_FILE", dir_okay=False, help="Read the judge's API key from this file."),
+]
+
+
+def secret_option(value: str, file: Path | None, option: str) -> str:
+    """A secret given as an option (or its env var) or, when `file` is given, read from that file (which wins)."""
+    return value if file is None else read_secret(file, option)
+
+
+def settings_options(
+    settings: type[S], exclude: Collection[str] = ()
+) -> Callable[[Callable[[S], Any]], Callable[..., Any]]:
+    """A command whose options are the fields of a pydantic-settings class, declared there once.
+
+        @app.command("serve")
+        @clear_errors
+        @settings_options(ScorerConfig)
+        def serve_command(config: ScorerConfig) -> None: ...
+
+    Each field (but `exclude`) becomes `--field-name`: its type the field's annotation (a Literal
+    lists its choices), its help the field's description plus its environment variable, its shown
+    default the field's default. Only options given on the command line are passed to `settings`,
+    so the others come from the environment (`<env_prefix><FIELD>`), then the default. The
+    environment is read by `settings`, not by click, so the variables are optional. A ValidationError
+    becomes a usage error naming the option (or the variable) it came from: exit 2, one line.
+    """
+    prefix = str(settings.model_config.get("env_prefix", ""))
+    fields = {name: field for name, field in settings.model_fields.items() if name not in exclude}
+    parameters = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)]
+    for name, field in fields.items():
+        help = f"{field.description or ''} (env {(prefix + name).upper()})".strip()
+        parameters.append(
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=Annotated[field.annotation, typer.Option(help=help)],
+                default=field.default,
+            )
+        )
+
+    def decorate(command: Callable[[S], Any]) -> Callable[..., Any]:
+        def run(ctx: typer.Context, **values: Any) -> Any:
+            given = {n: v for n, v in values.items() if _from_command_line(ctx, n)}
+            try:
+                config = settings(**given)
+            except ValidationError as e:
+                raise _usage_error(e, given, prefix) from None
+            return command(config)
+
+        run.__name__, run.__qualname__, run.__doc__ = command.__name__, command.__qualname__, command.__doc__
+        run.__module__ = command.__module__
+        run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # what typer reads
+        return run
+
+    return decorate
+
+
+def _from_command_line(ctx: typer.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"  # typer's vendored click.core.ParameterSource
+
+
+def _usage_error(error: ValidationError, given: Collection[str], prefix: str) -> typer.BadParameter:
+    """One line naming each invalid field as its environment variable where that set it, else as its option."""
+    parts = []
+    for problem in error.errors():
+        field = str(problem["loc"][0]) if problem["loc"] else ""
+        env = (prefix + field).upper()
+        from_env = field not in given and any(name.upper() == env for name in os.environ)
+        where = env if from_env else f"--{field.replace('_', '-')}"
+        message = problem["msg"].removeprefix("Value error, ")
+        if problem["type"] != "value_error":
+            message += f", got {problem['input']!r}"
+        parts.append((f"'{where}'" if field else "", message))
+    if len(parts) == 1:
+        return typer.BadParameter(parts[0][1], param_hint=parts[0][0] or None)
+    return typer.BadParameter("; ".join(f"{where}: {message}".lstrip(": ") for where, message in parts))
 
 
 def required(value: str, option: str) -> str:
@@ -55,6 +161,10 @@ EXIT_CODES: list[tuple[type[BaseException], int]] = [
     (errors.Cancelled, 3),
     (errors.CheemsError, 1),
 ]
+
+
+# A command that reads many records (ingest, convert) and took the good ones but rejected some.
+EXIT_REJECTED = 1
 
 
 def exit_code(error: BaseException) -> int:

@@ -7,75 +7,34 @@ from typing import Annotated
 
 import typer
 
-from cheems_cli.options import (
-    ListenHost,
-    ScorerToken,
-    clear_errors,
-)
+from cheems_cli.options import ScorerToken, ScorerTokenFile, clear_errors, secret_option, settings_options
+from services.scorer.config import ScorerConfig  # light (pydantic only): `serve`'s options are its fields
 
 app = typer.Typer()
 
 
 @app.command("serve")
 @clear_errors
-def serve_command(
-    model: Annotated[Path, typer.Option(exists=True, file_okay=False, help="Checkpoint directory.")],
-    grpc_port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50051,
-    http_port: Annotated[int, typer.Option(help="HTTP port (0 = any free port, -1 = none).")] = 8000,
-    backend: Annotated[str, typer.Option(help="triton (PyTriton, or --triton-url) or torch (in-process).")] = "triton",
-    triton_url: Annotated[str, typer.Option(help="host:port of an external Triton gRPC endpoint.")] = "",
-    host: ListenHost = "127.0.0.1",
-    max_responses: Annotated[int, typer.Option(min=1)] = 64,
-    max_length: Annotated[int, typer.Option(min=1)] = 2048,
-    truncation: Annotated[str, typer.Option(help="error | left | right for over-length inputs.")] = "error",
-    max_batch_size: Annotated[int, typer.Option(min=1, help="Triton dynamic batch, in responses.")] = 64,
-    token: Annotated[str, typer.Option(envvar="CHEEMS_SCORER_TOKEN", help="Require this bearer token.")] = "",
-    tls_cert: Annotated[str, typer.Option(help="PEM certificate (with --tls-key) for TLS on gRPC.")] = "",
-    tls_key: Annotated[str, typer.Option()] = "",
-    device: Annotated[str, typer.Option()] = "cpu",
-    max_batch_items: Annotated[int, typer.Option(min=1, help="Items per ScoreBatch call.")] = 128,
-    max_queries: Annotated[int, typer.Option(min=1, help="Queries per HTTP /get_reward call.")] = 4096,
-    max_message_bytes: Annotated[
-        int, typer.Option(min=1024, help="Largest request in bytes (gRPC message and HTTP body).")
-    ] = 64 * 1024 * 1024,
-    max_call_seconds: Annotated[
-        float, typer.Option(help="Limit per call; calls without a deadline (grpcurl, Go stubs) get this one.")
-    ] = 300.0,
-    triton_restarts: Annotated[
-        int, typer.Option(min=0, help="Restarts of a crashed Triton before giving up (exit 1, liveness fails).")
-    ] = 3,
-    drain_seconds: Annotated[float, typer.Option(help="Grace for in-flight calls on SIGTERM.")] = 10.0,
-) -> None:
-    """Serve a reward model: gRPC cheems.v1.RewardService/Score and HTTP POST /get_reward."""
-    from services.scorer.config import ScorerConfig
-    from services.scorer.runtime import serve
+@settings_options(ScorerConfig)
+def serve_command(config: ScorerConfig) -> None:
+    """Serve a reward model: gRPC cheems.v1.RewardService/Score and HTTP POST /get_reward.
 
-    try:
-        config = ScorerConfig(
-            model=str(model),
-            grpc_port=grpc_port,
-            http_port=http_port,
-            backend=backend,
-            triton_url=triton_url,
-            host=host,
-            max_responses=max_responses,
-            max_length=max_length,
-            truncation=truncation,
-            max_batch_size=max_batch_size,
-            auth_token=token,
-            tls_cert=tls_cert,
-            tls_key=tls_key,
-            device=device,
-            max_batch_items=max_batch_items,
-            max_queries=max_queries,
-            max_message_bytes=max_message_bytes,
-            max_call_seconds=max_call_seconds,
-            triton_restarts=triton_restarts,
-            drain_seconds=drain_seconds,
+    With --follow, switch to each model registered on cheems.models.v1 (start: --model, or the store's best)."""
+    from services.scorer.runtime import ScorerServer, serve
+
+    if not config.model and not config.follow:  # Path("") would be the working directory
+        raise typer.BadParameter(
+            "a checkpoint directory is required (or --follow, to serve the registry's models)",
+            param_hint="'--model' (or CHEEMS_SCORER_MODEL)",
         )
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
-    serve(config)
+    if config.model and not Path(config.model).is_dir():
+        raise typer.BadParameter(f"{config.model!r} is not a directory", param_hint="'--model'")
+
+    def announce(server: ScorerServer) -> None:
+        http = f"{config.host}:{server.http_port}" if config.http_port >= 0 else "off"
+        typer.echo(f"serving: gRPC {config.host}:{server.grpc_port}  HTTP {http}")  # what scripts and tests wait for
+
+    serve(config, on_serving=announce)
 
 
 @app.command("score")
@@ -84,6 +43,7 @@ def score_command(
     prompt: Annotated[str, typer.Option(help="The user prompt.")],
     response: Annotated[list[str], typer.Option(help="A response to score; repeat for several.")],
     token: ScorerToken,
+    token_file: ScorerTokenFile = None,
     model_url: Annotated[str, typer.Option(help="host:port of the scorer's gRPC endpoint.")] = "localhost:50051",
     system_prompt: Annotated[str, typer.Option()] = "",
     timeout: Annotated[float, typer.Option(help="Deadline in seconds.")] = 30.0,
@@ -93,6 +53,7 @@ def score_command(
 
     from services.scorer.client import RewardClient
 
+    token = secret_option(token, token_file, "--token-file")
     try:
         with RewardClient(model_url, token=token, timeout=timeout) as client:
             reply = client.score_full(prompt, response, system_prompt)
@@ -110,6 +71,7 @@ def rewards_command(
     bench: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, help="CheemsBench files.")],
     out: Annotated[Path, typer.Option(help="Rewards jsonl to write.")],
     token: ScorerToken,
+    token_file: ScorerTokenFile = None,
     model: Annotated[str, typer.Option(help="Checkpoint directory (scored in-process).")] = "",
     model_url: Annotated[str, typer.Option(help="host:port of a running scorer instead.")] = "",
 ) -> None:
@@ -118,6 +80,7 @@ def rewards_command(
 
     if bool(model) == bool(model_url):
         raise typer.BadParameter("give exactly one of --model and --model-url")
+    token = secret_option(token, token_file, "--token-file")
     typer.echo(f"wrote {write_bench_rewards(bench, out, model, model_url, token)} rewards to {out}")
 
 

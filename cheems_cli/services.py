@@ -9,13 +9,19 @@ import typer
 
 from cheems_cli.options import (
     DatabaseUrl,
+    JudgeApiKey,
+    JudgeApiKeyFile,
+    JudgeBaseUrl,
+    JudgeModel,
     KafkaBootstrap,
     ListenHost,
     ScorerToken,
+    ScorerTokenFile,
     ScorerUrl,
     clear_errors,
     from_settings,
     required,
+    secret_option,
 )
 
 service = typer.Typer(help="Run a long-lived service (what the Kubernetes Deployments run).", no_args_is_help=True)
@@ -41,14 +47,70 @@ def service_ingestion(
 @clear_errors
 def service_annotation(
     db: DatabaseUrl,
+    bootstrap: KafkaBootstrap,
+    human_sources: Annotated[
+        list[str] | None,
+        typer.Option(metavar="PATTERN", help="Sample sources people annotate, fnmatch (repeat; default: all)."),
+    ] = None,
     port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50053,
     host: ListenHost = "127.0.0.1",
+    intake_delay: Annotated[float, typer.Option(hidden=True, help="Tests: seconds to pause after each sample.")] = 0.0,
 ) -> None:
-    """gRPC cheems.v1.AnnotationService with health, until SIGTERM."""
+    """gRPC cheems.v1.AnnotationService with health, until SIGTERM. With --bootstrap: new samples
+    (cheems.samples.v1) become triple-wise tasks, and annotations and rankings are published."""
+    from services.annotation.intake import IntakeConfig
     from services.annotation.server import serve
     from services.hosting import HostConfig
 
-    serve(db, HostConfig(port=port, host=host), lambda bound: typer.echo(f"annotation: gRPC {host}:{bound}"))
+    try:
+        intake = IntakeConfig(human_sources=tuple(human_sources or ("*",)), delay=intake_delay)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--human-sources") from None
+    events = f", samples and events on {bootstrap}" if bootstrap else ""
+
+    def ready(bound: int) -> None:
+        typer.echo(f"annotation: gRPC {host}:{bound}{events}")
+
+    serve(db, HostConfig(port=port, host=host), ready, bootstrap, intake)
+
+
+@service.command("judge")
+@clear_errors
+def service_judge(
+    base_url: JudgeBaseUrl,
+    model: JudgeModel,
+    api_key: JudgeApiKey,
+    db: DatabaseUrl,
+    bootstrap: KafkaBootstrap,
+    api_key_file: JudgeApiKeyFile = None,
+    both_orders: Annotated[bool, typer.Option(help="Judge both A/B orders; keep consistent verdicts.")] = False,
+    concurrency: Annotated[int, typer.Option(min=1, help="Judge calls at once.")] = 8,
+    ai_sources: Annotated[
+        list[str] | None,
+        typer.Option(metavar="PATTERN", help="Sample sources the AI judges, fnmatch (repeat; default: all)."),
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds per judge call.")] = 60.0,
+    retry_every: Annotated[float, typer.Option(help="Seconds before a pair the endpoint failed on is retried.")] = 60.0,
+    seed: Annotated[int, typer.Option(help="Seed of the A/B order of each pair.")] = 0,
+    health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50058,
+    host: ListenHost = "127.0.0.1",
+) -> None:
+    """AI judge worker: new samples -> pair tasks -> an OpenAI-compatible LLM judges each pair -> AI
+    annotations (the prompt's last one resolves it and publishes its ranking), until SIGTERM."""
+    from services.annotation.judge import JudgeConfig, OpenAICompatibleBackend
+    from services.annotation.judge_worker import JudgeWorkerConfig, ProcessHealth, serve_judge
+
+    required(base_url, "CHEEMS_JUDGE_BASE_URL")
+    required(model, "CHEEMS_JUDGE_MODEL")
+    required(bootstrap, "CHEEMS_KAFKA_BOOTSTRAP")
+    backend = OpenAICompatibleBackend(base_url, model, secret_option(api_key, api_key_file, "--api-key-file"), timeout)
+    judging = JudgeConfig(both_orders=both_orders, concurrency=concurrency, seed=seed)
+    try:
+        config = JudgeWorkerConfig(model, tuple(ai_sources or ("*",)), judging, retry_every)
+        health = ProcessHealth(port=health_port, host=host)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    serve_judge(db, bootstrap, backend, config, health, lambda bound: typer.echo(f"judge: health on :{bound}"))
 
 
 @service.command("evaluation")
@@ -57,17 +119,35 @@ def service_evaluation(
     bootstrap: KafkaBootstrap,
     bench_root: Annotated[str, from_settings("bench_root", "StartRun's bench files are read from under here.")],
     db: DatabaseUrl,
+    scorer_url: ScorerUrl,
     port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50056,
     host: ListenHost = "127.0.0.1",
+    evaluate_models: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="BENCH",
+            help="Evaluate every newly registered model on this bench file under --bench-root (repeat for more).",
+        ),
+    ] = None,
 ) -> None:
-    """gRPC cheems.v1.EvaluationService (StartRun, GetRun) with health, until SIGTERM."""
-    from evaluator.server import EvaluationConfig, serve
+    """gRPC cheems.v1.EvaluationService (StartRun, GetRun) with health, until SIGTERM; with --evaluate-models,
+    a run of each newly registered model (cheems.models.v1) on those files, scored by --scorer-url."""
+    from evaluator.errors import BadRequest
+    from evaluator.model_runs import ModelRunsConfig
+    from evaluator.server import EvaluationConfig, resolve_bench, serve
     from services.hosting import HostConfig
 
     required(bootstrap, "CHEEMS_KAFKA_BOOTSTRAP")
     if not Path(required(bench_root, "CHEEMS_BENCH_ROOT")).is_dir():
         raise typer.BadParameter(f"{bench_root} is not a directory", param_hint="--bench-root")
-    config = EvaluationConfig(Path(bench_root), HostConfig(port=port, host=host))
+    models = None
+    if evaluate_models:
+        try:
+            bench = tuple(str(p) for p in resolve_bench(Path(bench_root), evaluate_models))
+        except BadRequest as e:
+            raise typer.BadParameter(str(e).partition(": ")[2], param_hint="--evaluate-models") from None
+        models = ModelRunsConfig(bench, required(scorer_url, "CHEEMS_SCORER_URL"))
+    config = EvaluationConfig(Path(bench_root), HostConfig(port=port, host=host), models)
     serve(db, bootstrap, config, lambda bound: typer.echo(f"evaluation: gRPC {host}:{bound}, bench root {bench_root}"))
 
 
@@ -77,16 +157,33 @@ def service_eval_worker(
     scorer_url: ScorerUrl,
     bootstrap: KafkaBootstrap,
     token: ScorerToken,
+    token_file: ScorerTokenFile = None,
     health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50054,
     host: ListenHost = "127.0.0.1",
+    model_wait: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Seconds to keep asking while the scorer serves another model than a run's; then the run fails.",
+        ),
+    ] = 120.0,
 ) -> None:
     """Score worker: score requests from Kafka -> RewardService -> scores to Kafka, until SIGTERM."""
     from evaluator.process import ProcessConfig, serve_worker
+    from evaluator.worker import WorkerConfig
 
     required(scorer_url, "CHEEMS_SCORER_URL")
     required(bootstrap, "CHEEMS_KAFKA_BOOTSTRAP")
+    token = secret_option(token, token_file, "--token-file")
     config = ProcessConfig(health_port=health_port, health_host=host)
-    serve_worker(bootstrap, scorer_url, token, config, lambda bound: typer.echo(f"worker: health on :{bound}"))
+    serve_worker(
+        bootstrap,
+        scorer_url,
+        token,
+        config,
+        lambda bound: typer.echo(f"worker: health on :{bound}"),
+        worker=WorkerConfig(model_wait=model_wait),
+    )
 
 
 @service.command("eval-sink")
@@ -105,6 +202,81 @@ def service_eval_sink(
     required(bootstrap, "CHEEMS_KAFKA_BOOTSTRAP")
     config = ProcessConfig(health_port=health_port, health_host=host)
     serve_sink(bootstrap, db, config, lambda bound: typer.echo(f"sink: health on :{bound}"), delay, group)
+
+
+@service.command("training")
+@clear_errors
+def service_training(
+    db: DatabaseUrl,
+    bootstrap: KafkaBootstrap,
+    data_dir: Annotated[
+        str, from_settings("data_dir", "Datasets and trainings go here (shared storage in a cluster).")
+    ],
+    recipe: Annotated[
+        str, typer.Option(help="Training recipe of a request that names none, and of auto.")
+    ] = "tiny-cpu",
+    dataset_recipe: Annotated[
+        str,
+        typer.Option(
+            help="Dataset recipe of a request that names none, and of auto: human, ai, ai-distant, "
+            "human+ai-distant, each optionally -debias."
+        ),
+    ] = "human-debias",
+    auto_after: Annotated[
+        int, typer.Option(min=0, help="Train when this many rankings came since the newest dataset (0 = off).")
+    ] = 0,
+    launcher: Annotated[
+        str, typer.Option(help="local: a process group here; kubernetes: an Indexed Job per training.")
+    ] = "local",
+    model: Annotated[
+        str, typer.Option(help="Base model directory every training starts from (default: the recipe's).")
+    ] = "",
+    nproc: Annotated[int, typer.Option(min=1, help="Training processes per node: one per GPU.")] = 1,
+    port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50057,
+    host: ListenHost = "127.0.0.1",
+    namespace: Annotated[str, typer.Option(help="kubernetes: the Jobs' namespace (default: this pod's).")] = "",
+    image: Annotated[str, typer.Option(help="kubernetes: the trainer image (default: the Job manifest's).")] = "",
+    nodes: Annotated[int, typer.Option(min=1, help="kubernetes: pods per Job (torchrun nodes).")] = 1,
+    job_manifest: Annotated[
+        str, typer.Option(help="kubernetes: the Job manifest to fill (default: k8s/training/base/job.yaml).")
+    ] = "",
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="TrainConfig field key=value for every training (a request's win)."),
+    ] = None,
+) -> None:
+    """gRPC cheems.v1.TrainingService: datasets, trainings (local or Kubernetes) and models, until SIGTERM."""
+    from trainer.server import serve
+    from trainer.service import check_request
+    from trainer.service_config import TrainingConfig
+
+    def pair(kv: str) -> tuple[str, str]:
+        if "=" not in kv:
+            raise typer.BadParameter(f"expected key=value, got {kv!r}", param_hint="--set")
+        key, value = kv.split("=", 1)
+        return key.strip(), value
+
+    try:
+        config = TrainingConfig(
+            data_dir=required(data_dir, "CHEEMS_DATA_DIR"),
+            recipe=recipe,
+            dataset_recipe=dataset_recipe,
+            auto_after=auto_after,
+            launcher=launcher,
+            model=model,
+            nproc=nproc,
+            port=port,
+            host=host,
+            namespace=namespace,
+            image=image,
+            nodes=nodes,
+            job_manifest=job_manifest,
+            overrides=dict(pair(kv) for kv in set_ or []),
+        )
+        check_request(config.recipe, dict(config.overrides))
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    serve(db, bootstrap, config, lambda bound: typer.echo(f"training: gRPC {host}:{bound}, data in {data_dir}"))
 
 
 @dev.command("broker")
@@ -130,3 +302,32 @@ def dev_broker(
         # broker. Blocked only now: the broker process inherits the mask and must still stop on SIGTERM.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         signal.sigwait({signal.SIGINT, signal.SIGTERM})
+
+
+@dev.command("judge-server")
+@clear_errors
+def dev_judge_server(
+    bench: Annotated[
+        list[Path], typer.Option(exists=True, dir_okay=False, help="Bench file whose ranks the judge knows (repeat).")
+    ],
+    noise: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of wrong answers.")] = 0.3,
+    seed: Annotated[int, typer.Option()] = 0,
+    port: Annotated[int, typer.Option(help="Port to listen on (0 = any free port).")] = 8090,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    model: Annotated[str, typer.Option(help="The model name it answers as.")] = "simulated-judge",
+) -> None:
+    """A stand-in LLM judge: OpenAI chat completions answered from gold ranks with noise, until Ctrl-C."""
+    import signal
+    import threading
+
+    from cheems.cheemsbench import read_bench
+    from services.annotation.simulated_judge import JudgeServer, SimulatedJudge, SimulatedJudgeConfig
+
+    items = [item for path in bench for item in read_bench(path)]
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    judge = SimulatedJudge(items, SimulatedJudgeConfig(noise=noise, seed=seed, model=model))
+    with JudgeServer(judge, host, port) as server:
+        typer.echo(f"judge server at {server.base_url}: model {model}, {len(items)} prompts, noise {noise}")
+        stop.wait()

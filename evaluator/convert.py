@@ -14,6 +14,7 @@ from evaluator.errors import BadRequest
 from evaluator.metrics import CategoryMetrics, EvalResult, Semantics, SubsetMetrics
 from evaluator.report import from_json
 from services.store.models import EvalRun
+from services.store.repository import run_failure
 
 SEMANTICS_PROTO = {
     Semantics.PAPER: evaluation_pb2.SEMANTICS_PAPER,
@@ -29,7 +30,7 @@ STATE_PROTO = {
     "succeeded": evaluation_pb2.RUN_STATE_SUCCEEDED,
     "failed": evaluation_pb2.RUN_STATE_FAILED,
 }
-FAILED_MESSAGE = "the score requests could not be published"
+FAILED_MESSAGE = "the score requests could not be published"  # the reason of a failed run that kept none
 
 
 def semantics_from_proto(value: int) -> Semantics:
@@ -79,9 +80,10 @@ def run_proto(run: EvalRun, items_scored: int) -> evaluation_pb2.EvalRun:
         items_total=run.items_total,
         items_scored=items_scored,
         ece_bins=run.ece_bins,
+        model_id=run.model_id or "",
     )
-    if run.result is not None:
+    if run.state == "succeeded" and run.result is not None:
         message.result.CopyFrom(result_proto(from_json(run.result)))
     if run.state == "failed":
-        message.error = FAILED_MESSAGE
+        message.error = run_failure(run) or FAILED_MESSAGE  # runs failed before reasons were kept have none
     return message

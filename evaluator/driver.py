@@ -18,9 +18,10 @@ from contextlib import ExitStack
 from sqlalchemy.engine import Engine
 
 from cheems.errors import DeadlineExceeded
+from evaluator.errors import RunFailed
 from evaluator.evaluate import DEFAULT_OPTIONS, BenchCache, EvalOptions
 from evaluator.metrics import EvalResult
-from evaluator.runs import run_state, start_run, stored_result
+from evaluator.runs import run_message, run_state, start_run, stored_result
 from evaluator.sink import ResultSink
 from evaluator.worker import ScoreWorker
 from services.bus.client import EventConsumer, Publisher
@@ -54,12 +55,14 @@ def evaluate_via_kafka(
 def wait_for_run(
     engine: Engine, run_id: str, consumers: Sequence[EventConsumer], timeout: float, progress: bool
 ) -> None:
-    """Poll `consumers` in turn until the run succeeded; DeadlineExceeded after `timeout` seconds."""
+    """Poll `consumers` in turn until the run succeeded; RunFailed if it failed, DeadlineExceeded after `timeout` s."""
     from tqdm import tqdm
 
     deadline = time.monotonic() + timeout
     with tqdm(total=run_state(engine, run_id).total, desc="eval via kafka", unit="prompt", disable=not progress) as bar:
         while (state := run_state(engine, run_id)).state != "succeeded":
+            if state.state == "failed":
+                raise RunFailed(f"run {run_id} failed: {run_message(engine, run_id).error}")
             if time.monotonic() > deadline:
                 raise DeadlineExceeded(
                     f"run {run_id} not complete after {timeout} s: {state.scored}/{state.total} scored"

@@ -1,6 +1,6 @@
 """Errors of the evaluator, each a kind of the one tree in `cheems.errors` (mapped to statuses at the edges)."""
 
-from cheems.errors import InvalidInput, Unavailable
+from cheems.errors import Cancelled, CheemsError, Conflict, InvalidInput, Unavailable
 
 
 class EvaluationError(InvalidInput):
@@ -14,3 +14,19 @@ class BadRequest(InvalidInput):
 
 class PublishFailed(Unavailable):
     """The broker did not take a run's score requests; the run is recorded as failed. Retrying may work."""
+
+
+class RunFailed(CheemsError):
+    """A run through Kafka ended failed (the message says why: GetRun's `error`)."""
+
+    reason = "run_failed"
+
+
+class WrongModel(Conflict):
+    """The scorer kept answering with another model than the run's until the worker stopped waiting."""
+
+    reason = "wrong_model"
+
+
+class WorkerStopped(Cancelled):
+    """A score worker was stopped while it waited for the scorer: the request is left uncommitted (redelivered)."""

@@ -1,12 +1,14 @@
 """Running a score worker or the result sink as a long-lived process, until SIGTERM or SIGINT.
 
-    cheems service eval-worker --bootstrap HOST:9092 --scorer-url HOST:50051 [--health-port 50054]
+    cheems service eval-worker --bootstrap HOST:9092 --scorer-url HOST:50051 [--health-port 50054] [--model-wait 120]
     cheems service eval-sink --bootstrap HOST:9092 --db URL [--health-port 50055]
 
 With a health port, gRPC health (`cheems.evaluator.worker` / `cheems.evaluator.sink`, readiness and
 liveness) follows a heartbeat of the consumer loop: a loop that stops polling for `stale_after`
 seconds turns NOT_SERVING and Kubernetes restarts the pod. On a signal the consumer leaves its
-group at once, so its partitions move to the other members without waiting for a session timeout.
+group at once, so its partitions move to the other members without waiting for a session timeout;
+a worker waiting for the scorer to serve a run's model stops waiting, leaving that request to be
+redelivered.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from evaluator.errors import WorkerStopped
 from evaluator.sink import SINK_GROUP, ResultSink
-from evaluator.worker import WORKER_GROUP, ScoreWorker
+from evaluator.worker import WORKER_GROUP, ScoreWorker, WorkerConfig
 from services.bus.client import EventConsumer
 from services.hosting import GrpcHost, Heartbeat, HostConfig
 from services.store.db import StoreConfig, create_engine_for
@@ -51,18 +54,21 @@ class Consuming(Protocol):
 
 
 def run_until_signal(
-    role: str, make: Callable[[], Consuming], config: ProcessConfig, on_ready: OnReady | None = None
+    role: str, make: Callable[[threading.Event], Consuming], config: ProcessConfig, on_ready: OnReady | None = None
 ) -> None:
-    """Build the consumer with `make`, poll it until SIGTERM/SIGINT, then close it and the health host."""
+    """Build the consumer with `make(stop)`, poll it until SIGTERM/SIGINT sets `stop`, then close it and the
+    health host."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    consuming = make()
+    consuming = make(stop)
     host, on_poll = _health(role, config, stop) if config.health_port >= 0 else (None, None)
     if host is not None and on_ready is not None:
         on_ready(host.port)
     try:
         consuming.consumer.run(stop, on_poll)
+    except WorkerStopped as e:  # the request it was handling is not committed: another worker gets it
+        log.info("%s: %s", role, e)
     finally:
         consuming.close()  # leaves the group at once, so the partitions move without a session timeout
         if host is not None:
@@ -88,11 +94,12 @@ def serve_worker(
     config: ProcessConfig | None = None,
     on_ready: OnReady | None = None,
     group: str = "",
+    worker: WorkerConfig | None = None,
 ) -> None:
     """A score worker (`cheems service eval-worker`) until a signal; `group` defaults to the shared one."""
 
-    def make() -> ScoreWorker:
-        return ScoreWorker(bootstrap, scorer_url, token, group or WORKER_GROUP)
+    def make(stop: threading.Event) -> ScoreWorker:
+        return ScoreWorker(bootstrap, scorer_url, token, group or WORKER_GROUP, worker, stop)
 
     run_until_signal("worker", make, config or ProcessConfig(), on_ready)
 
@@ -107,7 +114,7 @@ def serve_sink(
 ) -> None:
     """The result sink (`cheems service eval-sink`) until a signal; `delay` is for tests (see ResultSink)."""
 
-    def make() -> ResultSink:
+    def make(stop: threading.Event) -> ResultSink:
         return ResultSink(bootstrap, create_engine_for(StoreConfig(db)), delay, group or SINK_GROUP)
 
     run_until_signal("sink", make, config or ProcessConfig(), on_ready)

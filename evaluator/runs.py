@@ -1,12 +1,15 @@
 """Evaluation runs through Kafka: start one (record it, publish a score request per benchmark prompt), read it back.
 
     run_id = start_run(engine, publisher, ["open.jsonl", "human.jsonl"], "localhost:50051", EvalOptions(ece_bins=10))
+    run_id = start_run(engine, publisher, bench, scorer_url, model_id="rm-ab12")   # a registered model's run
     state, scored, total, result_json = run_state(engine, run_id)
     message = run_message(engine, run_id)   # cheems.v1.EvalRun, what GetRun answers
 
 The score workers (`evaluator.worker`) answer the requests and the result sink (`evaluator.sink`)
 stores the scores and finishes the run. Items are keyed "<subset>:<index>"; the run's options
-(semantics, ECE bins) are stored with it, so the sink computes exactly what was asked for.
+(semantics, ECE bins) are stored with it, so the sink computes exactly what was asked for. A run of
+a registered model carries its id on every request: the workers score it only with that model, and
+the sink keeps only that model's scores, so a run never mixes models.
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ from evaluator.metrics import EvalResult
 from evaluator.report import from_json
 from services.bus import topics
 from services.bus.client import Publisher
-from services.store import repository
+from services.store import registry, repository
 from services.store.db import session_scope
+from services.store.errors import UnknownModel
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +55,11 @@ def start_run(
     scorer_url: str,
     options: EvalOptions = DEFAULT_OPTIONS,
     cache: BenchCache | None = None,
+    model_id: str = "",
 ) -> str:
     """Record the run and publish one score request per benchmark prompt; returns the run id.
+
+    `model_id`: the registered model to evaluate (empty: whichever model the scorer serves).
 
     Bad bench files raise before anything is stored; a broker that cannot take the requests leaves
     the run "failed" (never "running" forever) and raises PublishFailed.
@@ -61,26 +68,38 @@ def start_run(
     total = sum(len(items) for _, items in subsets.values())
     with session_scope(engine) as session:
         run_id = repository.create_run(
-            session, [str(p) for p in bench], scorer_url, options.semantics.value, options.ece_bins, total
+            session, [str(p) for p in bench], scorer_url, options.semantics.value, options.ece_bins, total, model_id
         )
     try:
-        _publish_requests(publisher, run_id, subsets)
+        _publish_requests(publisher, run_id, subsets, model_id)
     except KafkaError as e:
-        _fail(engine, run_id)
+        fail_run(engine, run_id, f"{FAILED_MESSAGE}: {e}")
         raise PublishFailed(f"{FAILED_MESSAGE}: {e}") from e
-    except Exception:
-        _fail(engine, run_id)
+    except Exception as e:
+        fail_run(engine, run_id, f"{FAILED_MESSAGE}: {type(e).__name__}: {e}")
         raise
     return run_id
 
 
-def _fail(engine: Engine, run_id: str) -> None:
+def require_model(engine: Engine, model_id: str) -> None:
+    """UnknownModel (NOT_FOUND), naming the field, unless `model_id` is a registered model."""
     with session_scope(engine) as session:
-        repository.end_run(session, run_id, None)
-    log.warning("run %s failed: %s", run_id, FAILED_MESSAGE)
+        try:
+            registry.get_model(session, model_id)
+        except UnknownModel:
+            raise UnknownModel(f"model_id: no registered model {model_id!r}") from None
 
 
-def _publish_requests(publisher: Publisher, run_id: str, subsets: Subsets) -> None:
+def fail_run(engine: Engine, run_id: str, reason: str) -> bool:
+    """Record that the run failed and why (GetRun's `error`); False if it had ended already."""
+    with session_scope(engine) as session:
+        failed = repository.fail_run(session, run_id, reason)
+    if failed:
+        log.warning("run %s failed: %s", run_id, reason)
+    return failed
+
+
+def _publish_requests(publisher: Publisher, run_id: str, subsets: Subsets, model_id: str) -> None:
     for name, (_, items) in subsets.items():
         for index, item in enumerate(items):
             key = item_key(name, index)
@@ -96,6 +115,7 @@ def _publish_requests(publisher: Publisher, run_id: str, subsets: Subsets) -> No
                 prompt_id=key,
                 response_ids=[r.id for r in item.responses],
                 request=request,
+                model_id=model_id,
             )
             publisher.publish(topics.SCORE_REQUESTS, key, event)
     publisher.flush()
@@ -115,7 +135,8 @@ def run_state(engine: Engine, run_id: str) -> RunStatus:
     """The run's state, progress and result JSON; UnknownRun for an id the store does not hold."""
     with session_scope(engine) as session:
         run = repository.get_run(session, run_id)
-        return RunStatus(run.state, repository.count_scored(session, run_id), run.items_total, run.result)
+        result = run.result if run.state == "succeeded" else None  # a failed run's result holds its reason
+        return RunStatus(run.state, repository.count_scored(session, run_id), run.items_total, result)
 
 
 def run_message(engine: Engine, run_id: str) -> evaluation_pb2.EvalRun:

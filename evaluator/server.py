@@ -1,10 +1,16 @@
 """gRPC adapter of `cheems.v1.EvaluationService`: start a CheemsBench run through Kafka, then watch it.
 
     cheems service evaluation --bootstrap HOST:9092 --db URL --bench-root DIR   # gRPC on :50056
+    cheems service evaluation ... --evaluate-models open.jsonl --evaluate-models human.jsonl --scorer-url HOST:50051
 
 StartRun checks the request, records the run and publishes one score request per benchmark prompt
 (`evaluator.runs.start_run`); the score workers and the result sink do the rest. GetRun reads the
-run's state, progress and, once complete, its metrics from the store.
+run's state, progress and, once complete, its metrics from the store. A request naming a `model_id`
+evaluates that registered model: only its scores are taken (NOT_FOUND for a model not registered).
+
+With `EvaluationConfig.models` the service also evaluates every newly registered model
+(`evaluator.model_runs`, a consumer of cheems.models.v1 in a thread beside the gRPC server, stopped
+on SIGTERM); if that consumer dies, liveness turns NOT_SERVING so the process is replaced.
 
 Bench files are named relative to the service's bench root (in Kubernetes the shared volume, which
 the result sink mounts at the same path); a name that leaves the root is refused. Errors are kinds
@@ -16,6 +22,7 @@ UNAVAILABLE when the broker does not take the score requests.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +36,8 @@ from evaluator.calibration import DEFAULT_BINS
 from evaluator.convert import semantics_from_proto
 from evaluator.errors import BadRequest
 from evaluator.evaluate import EvalOptions
-from evaluator.runs import run_message, start_run
+from evaluator.model_runs import ModelEvaluator, ModelRunsConfig
+from evaluator.runs import require_model, run_message, start_run
 from services.bus.client import Publisher
 from services.grpc_errors import abort
 from services.hosting import EVALUATION_PORT, GrpcHost, HostConfig
@@ -40,8 +48,12 @@ SERVICE = "cheems.v1.EvaluationService"
 
 @dataclass(frozen=True)
 class EvaluationConfig:
-    bench_root: Path  # bench files are read from under here and nowhere else
+    """bench_root: bench files are read from under here and nowhere else; host: the gRPC server;
+    models: evaluate every newly registered model on these files (None: only the runs asked for)."""
+
+    bench_root: Path
     host: HostConfig = field(default_factory=lambda: HostConfig(port=EVALUATION_PORT))
+    models: ModelRunsConfig | None = None
 
 
 def resolve_bench(root: Path, names: Sequence[str]) -> list[Path]:
@@ -51,6 +63,8 @@ def resolve_bench(root: Path, names: Sequence[str]) -> list[Path]:
     base = root.resolve()
     paths = []
     for index, name in enumerate(names):
+        if "\x00" in name:  # no file has one; pathlib would raise ValueError
+            raise BadRequest(f"bench_files[{index}]: {name!r} is not a file name")
         path = (base / name).resolve()
         if not name or not path.is_relative_to(base):
             raise BadRequest(f"bench_files[{index}]: {name!r} is not a file under the bench root")
@@ -84,7 +98,10 @@ class EvaluationServicer(evaluation_pb2_grpc.EvaluationServiceServicer):
         if not request.scorer_url.strip():
             raise BadRequest("scorer_url: give the scorer's gRPC address, host:port")
         options = EvalOptions(semantics_from_proto(request.semantics), request.ece_bins or DEFAULT_BINS)
-        run_id = start_run(self.engine, self.publisher, [str(p) for p in paths], request.scorer_url, options)
+        if request.model_id:
+            require_model(self.engine, request.model_id)
+        bench = [str(p) for p in paths]
+        run_id = start_run(self.engine, self.publisher, bench, request.scorer_url, options, model_id=request.model_id)
         return run_message(self.engine, run_id)
 
 
@@ -105,10 +122,36 @@ def serve(db: str, bootstrap: str, config: EvaluationConfig, on_ready: Callable[
     from services.store.db import StoreConfig, create_engine_for
 
     publisher = Publisher(bootstrap, max_block_ms=10000)  # a StartRun fails within ~10 s when Kafka is down
-    servicer = EvaluationServicer(create_engine_for(StoreConfig(db)), publisher, config.bench_root)
+    engine = create_engine_for(StoreConfig(db))
+    servicer = EvaluationServicer(engine, publisher, config.bench_root)
     grpc_host = host(servicer, config.host).start()
+    stop = threading.Event()
+    follower = None
+    if config.models is not None:
+        evaluator = ModelEvaluator(bootstrap, engine, publisher, config.models)
+        follower = follow_models(evaluator, stop, grpc_host)
     log.info("evaluation serving on %s:%d, bench root %s", config.host.host, grpc_host.port, config.bench_root)
     if on_ready is not None:
         on_ready(grpc_host.port)
-    grpc_host.wait_for_signal()
+    grpc_host.wait_for_signal(stop.set)
+    if follower is not None:
+        follower.join(timeout=30)
     publisher.close()
+
+
+def follow_models(evaluator: ModelEvaluator, stop: threading.Event, grpc_host: GrpcHost) -> threading.Thread:
+    """Consume model events in a thread until `stop`; a consumer that dies turns liveness NOT_SERVING."""
+
+    def loop() -> None:
+        try:
+            evaluator.consumer.run(stop)
+        except Exception:
+            log.exception("the model evaluator stopped: new models are not evaluated (liveness NOT_SERVING)")
+            grpc_host.set_alive(False)
+        finally:
+            evaluator.close()
+
+    thread = threading.Thread(target=loop, name="model-evaluator", daemon=True)
+    thread.start()
+    log.info("evaluating every new model on %s", ", ".join(evaluator.config.bench))
+    return thread

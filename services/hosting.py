@@ -40,6 +40,8 @@ ANNOTATION_PORT = 50053
 EVAL_WORKER_HEALTH_PORT = 50054
 EVAL_SINK_HEALTH_PORT = 50055
 EVALUATION_PORT = 50056
+TRAINING_PORT = 50057
+JUDGE_HEALTH_PORT = 50058
 
 # Health service names: readiness is "" (and each hosted service's name), liveness its own name, so a
 # process that is alive but not ready (a model still loading) is taken out of rotation, not restarted.
@@ -168,12 +170,21 @@ class GrpcHost:
 
 
 class Heartbeat:
-    """Readiness and liveness from a loop: SERVING while `beat()` was called within `stale_after` seconds."""
+    """Readiness and liveness from a loop: SERVING while `beat()` was called within `stale_after` seconds.
 
-    def __init__(self, host: GrpcHost, stale_after: float, clock: Callable[[], float] = time.monotonic) -> None:
+    `readiness=False`: the loop drives liveness alone (a process whose gRPC service stays ready without it).
+    """
+
+    def __init__(
+        self,
+        host: GrpcHost,
+        stale_after: float,
+        clock: Callable[[], float] = time.monotonic,
+        readiness: bool = True,
+    ) -> None:
         if stale_after <= 0:
             raise ValueError(f"stale_after must be > 0, got {stale_after}")
-        self.host, self.stale_after, self.clock = host, stale_after, clock
+        self.host, self.stale_after, self.clock, self.readiness = host, stale_after, clock, readiness
         self.last = clock()
         self._serving: bool | None = None
 
@@ -187,7 +198,8 @@ class Heartbeat:
         if serving != self._serving:
             if not serving:
                 log.warning("no heartbeat for %.0f s: health NOT_SERVING", self.clock() - self.last)
-            self.host.set_serving(serving)
+            if self.readiness:
+                self.host.set_serving(serving)
             self.host.set_alive(serving)
             self._serving = serving
         return serving

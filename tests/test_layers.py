@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("cheems", "cheems_cli", "services", "evaluator", "trainer")
+PACKAGES = ("cheems", "cheems_cli", "services", "evaluator", "trainer", "system")
 MAX_LINES = 400
 # module prefix -> floor (longest prefix wins)
 FLOORS = {
@@ -28,7 +28,8 @@ FLOORS = {
     "services": 2,
     "evaluator": 3,
     "trainer": 3,
-    "cheems_cli": 4,
+    "system": 4,
+    "cheems_cli": 5,
 }
 # (importer prefix, imported prefix) pairs allowed on the same floor across packages
 SIDEWAYS = {

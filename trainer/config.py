@@ -10,13 +10,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from cheems.layouts import PARSERS
 from trainer.data import LengthPolicy
 
 
 @dataclass
 class TrainConfig:
     model: str = ""  # checkpoint directory (AutoModelForSequenceClassification, safetensors)
-    train_files: list[str] = field(default_factory=list)  # CheemsPreference or CheemsBench jsonl
+    train_files: list[str] = field(default_factory=list)  # preference or bench data, any layout cheems.layouts reads
+    train_format: str = ""  # force one layout for train_files (trl, alpaca, ...); empty: told by each record's fields
     eval_files: list[str] = field(default_factory=list)  # CheemsBench jsonl, evaluated periodically
     out_dir: str = "out/train"
     max_length: int = 2048
@@ -40,7 +42,8 @@ class TrainConfig:
     save_every: int = 0  # optimizer steps; 0 = at the end only
     stop_after: int = 0  # stop after this many optimizer steps (simulates an interruption); 0 = never
     resume: bool = True  # continue from the latest checkpoint in out_dir if there is one
-    progress: bool = True
+    progress: bool = True  # rank 0 shows a bar on a terminal, else a progress line every log_every steps
+    log_every: int = 0  # optimizer steps between progress lines; 0 = about 20 lines per run
     trust_remote_code: bool = False
 
     def __post_init__(self) -> None:
@@ -51,8 +54,12 @@ class TrainConfig:
         for name in ["epochs", "lr"]:
             if not getattr(self, name) > 0:  # written so NaN fails too
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.log_every < 0:
+            raise ValueError(f"log_every must be >= 0, got {self.log_every}")
         if not 0 <= self.warmup_ratio < 1:
             raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if self.train_format and self.train_format not in PARSERS:
+            raise ValueError(f"train_format must be one of {', '.join(PARSERS)} (or empty), got {self.train_format!r}")
         if self.length_policy not in {p.value for p in LengthPolicy}:
             raise ValueError(f"length_policy must be drop, left or right, got {self.length_policy!r}")
         if not self.reg_coef >= 0:

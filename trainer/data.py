@@ -1,8 +1,10 @@
-"""Training data: CheemsPreference or CheemsBench files into tokenized prompt groups with pairs.
+"""Training data: preference or bench files of any layout into tokenized prompt groups with pairs.
 
-A file is read as CheemsBench when its first record has a `rank` (pairs = every two responses with
-different gold ranks, better first), else as CheemsPreference (pairs = the annotations). A
-`sys_prompt` field is honoured (the official code silently drops it).
+Files are read by `cheems.layouts` (jsonl, JSON array or Parquet; CheemsBench, CheemsPreference,
+TRL/OpenRLHF, UltraFeedback, HH-RLHF, LLaMA-Factory sharegpt/alpaca), the layout told by each
+record's fields or forced with `layout`. Records of the same prompt in context merge into one group;
+a ranking gives every two responses with different gold ranks as a pair, better first. System
+prompts and earlier turns are honoured (the official code silently drops `sys_prompt`).
 
 Over-length responses follow a policy: `drop` (the official behaviour: drop the response, its
 pairs, and then any response left without a pair) or truncate `left`/`right`; counts are reported.
@@ -10,7 +12,6 @@ pairs, and then any response left without a pair) or truncate `left`/`right`; co
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -18,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from cheems.chat import Conversation, Truncation, encode_many
-from cheems.cheemsbench import ranked_pairs, read_bench
-from cheems.preference import read_preference
+from cheems.layouts import read_records
+from cheems.preference import all_pairs, merge
 from cheems.responses import Response
 
 
@@ -38,39 +39,23 @@ class PromptGroup:
     pairs: tuple[tuple[int, int], ...]
     system_prompt: str | None = None
     category: str | None = None
+    history: tuple[tuple[str, str], ...] = ()
+
+    def conversation(self, response: Response) -> Conversation:
+        return Conversation(self.prompt, response.content, self.system_prompt, self.history)
 
 
-def is_bench_file(path: str | Path) -> bool:
-    with open(path, encoding="utf-8") as f:
-        for text in f:
-            if text.strip():
-                try:
-                    return "rank" in json.loads(text)
-                except json.JSONDecodeError:
-                    return False  # the reader reports it with its line
-    return False
-
-
-def read_groups(path: str | Path) -> list[PromptGroup]:
-    """Prompt groups of one bench or preference file."""
-    if is_bench_file(path):
-        return [
-            PromptGroup(i.input, i.responses, tuple(ranked_pairs(i.ranks())), _sys(i.extra), i.primary_category)
-            for i in read_bench(path)
-        ]
+def read_groups(path: str | Path, layout: str | None = None) -> list[PromptGroup]:
+    """Prompt groups of one file, records of the same prompt merged; FormatError names a bad line."""
     groups = []
-    for item in read_preference(path):
-        index = {r.id: n for n, r in enumerate(item.responses)}
-        pairs = tuple((index[c], index[r]) for c, r in item.pairs)
-        category = item.extra.get("category")
-        first = category[0] if isinstance(category, list) and category else None
-        groups.append(PromptGroup(item.input, item.responses, pairs, _sys(item.extra), first))
+    for record in merge(read_records(path, layout), path):
+        index = {r.id: n for n, r in enumerate(record.responses)}
+        pairs = tuple((index[c], index[r]) for c, r in all_pairs(record))
+        category = record.category[0] if record.category else None
+        groups.append(
+            PromptGroup(record.prompt, record.responses, pairs, record.system_prompt, category, record.history)
+        )
     return groups
-
-
-def _sys(extra: Any) -> str | None:
-    value = extra.get("sys_prompt")
-    return value if isinstance(value, str) and value else None
 
 
 @dataclass(frozen=True)
@@ -124,7 +109,7 @@ def tokenize_groups(
 ) -> Dataset:
     """Encode every response; apply the length policy; drop prompts left without pairs (unless kept)."""
     cut = Truncation.NONE if policy is LengthPolicy.DROP else Truncation(policy.value)
-    conversations = [Conversation(g.prompt, r.content, g.system_prompt) for g in groups for r in g.responses]
+    conversations = [g.conversation(r) for g in groups for r in g.responses]
     encoded = iter(encode_many(tokenizer, conversations, max_length, cut))
     data = Dataset([], [], [])
     for gi, group in enumerate(groups):

@@ -30,9 +30,14 @@ class World:
         return self.size > 1
 
 
+def rank_from_env() -> int:
+    """This process's global rank as torchrun sets it (0 without torchrun); readable before `setup`."""
+    return int(os.environ.get("RANK", "0"))
+
+
 def setup() -> World:
     size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    rank, local_rank = rank_from_env(), int(os.environ.get("LOCAL_RANK", "0"))
     cuda = torch.cuda.is_available()
     device = torch.device(f"cuda:{local_rank}") if cuda else torch.device("cpu")
     if cuda:

@@ -79,7 +79,7 @@ def build_model(tokenizer: Any, hidden_size: int = 64, layers: int = 2, seed: in
 
 
 def init_tiny_model(out: str | Path, hidden_size: int = 64, layers: int = 2, seed: int = 0) -> Path:
-    """Build and save the tiny RM (safetensors + tokenizer + chat template) to `out`."""
+    """Build and save the tiny RM (safetensors + tokenizer + chat template, self-describing) to `out`."""
     from cheems.model import save_model
 
     tokenizer = build_tokenizer()

@@ -24,20 +24,20 @@ from typing import Any
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
-from tqdm import tqdm
 
 from cheems.forward import forward_rewards
-from cheems.model import load_model
+from cheems.model import load_model, save_model
 from evaluator.evaluate import EvalOptions
 from evaluator.metrics import EvalResult
 from evaluator.report import to_json
 from trainer import checkpoint
 from trainer.config import TrainConfig
 from trainer.data import Dataset, LengthPolicy, LengthStats, read_groups, tokenize_groups
-from trainer.distributed import World, gather_with_grad, setup, teardown
+from trainer.distributed import World, gather_with_grad, rank_from_env, setup, teardown
 from trainer.evaluation import evaluate_model
 from trainer.loss import LossParts, bt_loss
 from trainer.recipes import recipe
+from trainer.report import Progress, configure_logging, describe_data, report_data, report_eval, summary
 from trainer.sampler import SamplerConfig, epoch_batches, pairs_in_batch, shard
 
 log = logging.getLogger(__name__)
@@ -76,10 +76,11 @@ def make_plan(config: TrainConfig, data: Dataset, world: World) -> Plan:
 
 
 def load_data(config: TrainConfig, tokenizer: Any) -> Dataset:
-    groups = [g for path in config.train_files for g in read_groups(path)]
+    groups = [g for path in config.train_files for g in read_groups(path, config.train_format or None)]
     data = tokenize_groups(groups, tokenizer, config.max_length, LengthPolicy(config.length_policy))
     if not data.examples:
-        raise ValueError(f"no trainable prompt with a preference pair in {config.train_files}")
+        counts = describe_data(data, config.max_length)
+        raise ValueError(f"no trainable prompt with a preference pair in {config.train_files}: {counts}")
     return data
 
 
@@ -160,80 +161,71 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
         log.info("resumed from %s", last)
     if world.is_main:
         out.mkdir(parents=True, exist_ok=True)
-        log.info(
-            "data: %d prompts, %d responses, %d pairs; %s",
-            len(data.groups),
-            len(data.examples),
-            data.num_pairs,
-            data.stats,
-        )
+        report_data(data, config.max_length)
     metrics_log = out / "metrics.jsonl"
-    step, loss_value, result = position["step"], float("nan"), None
-    bar = tqdm(total=plan.total_steps, initial=step, disable=not (world.is_main and config.progress), desc="train")
+    step, loss_value, result, interrupted = position["step"], float("nan"), None, False
     stream = batches_from(data, plan, config, position["epoch"], position["batch"])
-    while step < plan.total_steps:
-        started = time.perf_counter()
-        epoch, next_batch, group = next(stream)
-        totals = {"loss": 0.0, "bt": 0.0, "reg": 0.0, "pairs": 0, "tokens": 0, "responses": 0}
-        for k, batch in enumerate(group):
-            with sync_gradients(model, sync=k == len(group) - 1):
-                parts, keep_graph, tokens = forward_loss(model, data, batch, config, world)
-                ((parts.loss + keep_graph) / len(group)).backward()
-            totals["loss"] += parts.loss.item() / len(group)
-            totals["bt"] += parts.bt.item() / len(group)
-            totals["reg"] += parts.reg.item() / len(group)
-            totals["pairs"] += parts.pairs
-            totals["tokens"] += tokens
-            totals["responses"] += len(batch)
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        step += 1
-        loss_value = totals["loss"]
-        elapsed = time.perf_counter() - started
-        record: dict[str, Any] = {
-            "step": step,
-            "epoch": epoch,
-            **totals,
-            "lr": scheduler.get_last_lr()[0],
-            "grad_norm": float(grad_norm),
-            "seconds": elapsed,
-            "tokens_per_s": totals["tokens"] / elapsed,
-        }
-        bar.update(1)
-        bar.set_postfix(loss=f"{loss_value:.4f}", epoch=epoch)
-        done = step == plan.total_steps
-        if config.eval_files and (done or (config.eval_every and step % config.eval_every == 0)):
-            options = EvalOptions(ece_bins=config.eval_ece_bins)
-            result = evaluate_model(base, tokenizer, config.eval_files, world, config.max_length, options)
-            record["eval"] = to_json(result)
+    with Progress(plan.total_steps, step, world.is_main and config.progress, config.log_every) as progress:
+        while step < plan.total_steps and not interrupted:
+            started = time.perf_counter()
+            epoch, next_batch, group = next(stream)
+            totals = {"loss": 0.0, "bt": 0.0, "reg": 0.0, "pairs": 0, "tokens": 0, "responses": 0}
+            for k, batch in enumerate(group):
+                with sync_gradients(model, sync=k == len(group) - 1):
+                    parts, keep_graph, tokens = forward_loss(model, data, batch, config, world)
+                    ((parts.loss + keep_graph) / len(group)).backward()
+                totals["loss"] += parts.loss.item() / len(group)
+                totals["bt"] += parts.bt.item() / len(group)
+                totals["reg"] += parts.reg.item() / len(group)
+                totals["pairs"] += parts.pairs
+                totals["tokens"] += tokens
+                totals["responses"] += len(batch)
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            loss_value = totals["loss"]
+            elapsed = time.perf_counter() - started
+            record: dict[str, Any] = {
+                "step": step,
+                "total_steps": plan.total_steps,  # the training service reports progress as step/total_steps
+                "epoch": epoch,
+                **totals,
+                "lr": scheduler.get_last_lr()[0],
+                "grad_norm": float(grad_norm),
+                "seconds": elapsed,
+                "tokens_per_s": totals["tokens"] / elapsed,
+            }
+            progress.update(step, epoch, loss_value, record["lr"])
+            done = step == plan.total_steps
+            if config.eval_files and (done or (config.eval_every and step % config.eval_every == 0)):
+                options = EvalOptions(ece_bins=config.eval_ece_bins)
+                result = evaluate_model(base, tokenizer, config.eval_files, world, config.max_length, options)
+                record["eval"] = to_json(result)
+                if world.is_main:
+                    report_eval(step, result)
             if world.is_main:
-                bar.write(
-                    f"step {step}: CheemsBench overall {result.overall:.4f} "
-                    + " ".join(f"{n} acc {s.accuracy:.4f} exact {s.exact_match:.4f}" for n, s in result.subsets.items())
+                with metrics_log.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(record, ensure_ascii=False) + "\n")
+            interrupted = bool(config.stop_after) and step >= config.stop_after and not done
+            if done or interrupted or (config.save_every and step % config.save_every == 0):
+                position = {"step": step, "epoch": epoch, "batch": next_batch}
+                checkpoint.save(
+                    checkpoint.checkpoint_dir(out, step),
+                    model,
+                    base,
+                    tokenizer,
+                    optimizer,
+                    scheduler,
+                    position,
+                    world,
                 )
-        if world.is_main:
-            with metrics_log.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        interrupted = bool(config.stop_after) and step >= config.stop_after and not done
-        if done or interrupted or (config.save_every and step % config.save_every == 0):
-            position = {"step": step, "epoch": epoch, "batch": next_batch}
-            checkpoint.save(
-                checkpoint.checkpoint_dir(out, step),
-                model,
-                base,
-                tokenizer,
-                optimizer,
-                scheduler,
-                position,
-                world,
-            )
-        if interrupted:
-            bar.close()
-            return TrainResult(step, loss_value, result, None, data.stats)
-    bar.close()
-    model_dir = export_final(config, base, tokenizer, data, result, step, world)
+    model_dir = None if interrupted else export_final(config, base, tokenizer, data, result, step, world)
+    if world.is_main:
+        overall = result.overall if result else None
+        resume = checkpoint.checkpoint_dir(out, step)
+        log.info("%s", summary(describe_data(data, config.max_length), step, loss_value, overall, model_dir, resume))
     return TrainResult(step, loss_value, result, model_dir, data.stats)
 
 
@@ -253,7 +245,7 @@ def export_final(
     steps: int,
     world: World,
 ) -> Path | None:
-    """OUT/model: the HF sequence-classification directory with training metadata."""
+    """OUT/model: the self-describing HF sequence-classification directory with training metadata."""
     from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
     state = get_model_state_dict(base, options=checkpoint.FULL)
@@ -267,31 +259,29 @@ def export_final(
         "length_stats": vars(data.stats),
         "final_eval": to_json(result) if result else None,
     }
-    base.save_pretrained(directory, state_dict=state, safe_serialization=True)
-    return save_model_metadata(directory, tokenizer, metadata)
+    return save_model(base, tokenizer, directory, metadata, state_dict=dict(state))
 
 
-def save_model_metadata(directory: Path, tokenizer: Any, metadata: dict[str, Any]) -> Path:
-    tokenizer.save_pretrained(directory)
-    text = json.dumps(metadata, ensure_ascii=False, indent=2, default=str)
-    (directory / "cheems_metadata.json").write_text(text + "\n", encoding="utf-8")
-    return directory
-
-
-def parse_args(argv: list[str] | None = None) -> TrainConfig:
+def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, bool]:
+    """The run's config and whether to log debug messages (`cheems -v train` passes --verbose)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--recipe", default="tiny-cpu")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--verbose", "-v", action="store_true", help="log debug messages on every rank")
     args = parser.parse_args(argv)
-    return recipe(args.recipe).with_overrides(args.overrides)
+    return recipe(args.recipe).with_overrides(args.overrides), args.verbose
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    result = train(parse_args(argv))
-    if result.model_dir:
-        log.info("trained %d steps, final loss %.4f, model in %s", result.steps, result.loss, result.model_dir)
+    """A training process, in `cheems train` or under torchrun: rank 0 narrates, the others only warn."""
+    config, verbose = parse_args(argv)
+    configure_logging(rank_from_env(), verbose)
+    train(config)
 
 
 if __name__ == "__main__":
-    main()
+    # torchrun runs this file as `__main__`; run the imported module instead, so that there is one
+    # copy of it and its log lines are named trainer.train in both launch paths.
+    from trainer.train import main as run
+
+    run()

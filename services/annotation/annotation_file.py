@@ -4,12 +4,18 @@
      "annotations": [{"better": id, "worse": id} | {"equal": [id, id]} | {"order": [[id, ...], ...]}],
      "discarded": [id, ...]}                      # optional: garbled responses annotators excluded
 
-`order` lists groups best first; members of a group are equal. Errors name the file, line and field.
+`order` lists groups best first; members of a group are equal. `sys_prompt` (optional) is kept. Errors
+name the file, line and field.
+
+Several lines may annotate one prompt (one line per annotator): lines with the same `input` are one
+prompt, whose annotations form one graph. They must agree on everything but their annotations: the
+system prompt, the category, and the content of each response id (a line may list only some of the
+responses); `discarded` ids of any line are discarded for the prompt, as in the store's resolution.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +32,14 @@ class AnnotatedPrompt:
     responses: tuple[Response, ...]
     category: tuple[str, ...]
     annotations: int
-    relations: tuple[Relation, ...]
+    relations: tuple[Relation, ...]  # every relation of the annotations, discarded responses left out
     discarded: frozenset[str]
-    line: int
+    line: int  # the prompt's first line
+    system_prompt: str | None = None
+
+    def to_bench_extra(self) -> dict[str, Any]:
+        """The fields a bench line of this prompt carries beyond the official ones."""
+        return {} if self.system_prompt is None else {"sys_prompt": self.system_prompt}
 
 
 def parse_annotated(obj: dict[str, Any], path: str | Path, line: int) -> AnnotatedPrompt:
@@ -37,16 +48,22 @@ def parse_annotated(obj: dict[str, Any], path: str | Path, line: int) -> Annotat
     category = require(obj, "category", list, path, line)
     if not category or not all(isinstance(c, str) and c for c in category):
         raise FormatError(path, line, "expected a non-empty list of non-empty strings", field="category")
+    system_prompt = obj.get("sys_prompt")
+    if system_prompt is not None and not isinstance(system_prompt, str):
+        raise FormatError(path, line, f"expected a string, got {type(system_prompt).__name__}", field="sys_prompt")
+    system_prompt = system_prompt or None  # "" and absent are the same: no system prompt
     ids = {r.id for r in responses}
     discarded = obj.get("discarded", [])
-    if not isinstance(discarded, list) or not all(d in ids for d in discarded):
+    if not isinstance(discarded, list) or not all(isinstance(d, str) and d in ids for d in discarded):
         raise FormatError(path, line, "expected a list of this prompt's response ids", field="discarded")
     annotations = require(obj, "annotations", list, path, line)
     relations: list[Relation] = []
     for i, anno in enumerate(annotations):
         relations += relations_of(anno, ids, path, line, f"annotations[{i}]")
-    kept = [r for r in relations if r.better not in discarded and r.worse not in discarded]
-    return AnnotatedPrompt(text, responses, tuple(category), len(annotations), tuple(kept), frozenset(discarded), line)
+    prompt = AnnotatedPrompt(
+        text, responses, tuple(category), len(annotations), tuple(relations), frozenset(discarded), line, system_prompt
+    )
+    return without_discarded(prompt)
 
 
 def relations_of(anno: Any, ids: set[str], path: str | Path, line: int, where: str) -> list[Relation]:
@@ -79,4 +96,39 @@ def relations_of(anno: Any, ids: set[str], path: str | Path, line: int, where: s
 
 
 def read_annotated(path: str | Path) -> list[AnnotatedPrompt]:
-    return [parse_annotated(obj, path, line) for line, obj in iter_objects(path)]
+    """One AnnotatedPrompt per prompt, in order of first appearance; the lines of one prompt merged."""
+    prompts: dict[str, AnnotatedPrompt] = {}
+    for line, obj in iter_objects(path):
+        prompt = parse_annotated(obj, path, line)
+        first = prompts.get(prompt.input)
+        prompts[prompt.input] = prompt if first is None else merge(first, prompt, path)
+    return list(prompts.values())
+
+
+def merge(first: AnnotatedPrompt, other: AnnotatedPrompt, path: str | Path) -> AnnotatedPrompt:
+    """Two lines of one prompt as one: their responses, annotations and discarded ids together."""
+    line, since = other.line, f"than on line {first.line}, which has the same input"
+    if other.system_prompt != first.system_prompt:
+        raise FormatError(path, line, f"another system prompt {since}", field="sys_prompt")
+    if other.category != first.category:
+        raise FormatError(path, line, f"another category {since}", field="category")
+    responses = {r.id: r for r in first.responses}
+    for i, response in enumerate(other.responses):
+        known = responses.setdefault(response.id, response)
+        if known.content != response.content:
+            message = f"response {response.id!r} has other content {since}"
+            raise FormatError(path, line, message, field=f"responses[{i}].content")
+    merged = replace(
+        first,
+        responses=tuple(responses.values()),
+        annotations=first.annotations + other.annotations,
+        relations=first.relations + other.relations,
+        discarded=first.discarded | other.discarded,
+    )
+    return without_discarded(merged)  # a response one annotator discarded is discarded for all
+
+
+def without_discarded(prompt: AnnotatedPrompt) -> AnnotatedPrompt:
+    """The prompt with the relations that touch a discarded response left out."""
+    kept = tuple(r for r in prompt.relations if r.better not in prompt.discarded and r.worse not in prompt.discarded)
+    return replace(prompt, relations=kept)

@@ -70,9 +70,8 @@ def distant(raw_ai: Path, rewards: Path, out: Path, margin: float, tie_margin: f
         )
         ranked = tuple(r for r in prompt.responses if r.id in result.resolution.rank)
         if len({result.resolution.rank[r.id] for r in ranked}) >= 2:
-            items.append(
-                BenchItem(prompt.input, ranked, {r.id: result.resolution.rank[r.id] for r in ranked}, prompt.category)
-            )
+            rank = {r.id: result.resolution.rank[r.id] for r in ranked}
+            items.append(BenchItem(prompt.input, ranked, rank, prompt.category, prompt.to_bench_extra()))
     write_bench(out, items)
     return {"prompts": len(items), "edges_kept": kept, "edges_dropped": dropped, "conflicts_after": conflicts}
 

@@ -26,6 +26,7 @@ from itertools import combinations
 from typing import Any, Protocol
 
 from cheems import errors
+from cheems.credentials import hide_password
 from services.annotation.judge_prompt import judge_prompt
 from services.annotation.resolve import Relation
 
@@ -90,10 +91,10 @@ class OpenAICompatibleBackend:
                     return str(json.loads(reply.read())["choices"][0]["message"]["content"])
             except urllib.error.HTTPError as e:
                 if (e.code not in (408, 429) and e.code < 500) or attempt == self.max_retries:
-                    raise JudgeError(f"{url}: HTTP {e.code}: {e.read()[:200]!r}") from None
+                    raise JudgeError(f"{hide_password(url)}: HTTP {e.code}: {e.read()[:200]!r}") from None
             except (urllib.error.URLError, TimeoutError, KeyError, json.JSONDecodeError) as e:
                 if attempt == self.max_retries:
-                    raise JudgeError(f"{url}: {e}") from None
+                    raise JudgeError(f"{hide_password(url)}: {hide_password(str(e))}") from None
             time.sleep(self.backoff * 2**attempt)
         raise AssertionError("unreachable")
 
@@ -141,6 +142,7 @@ class PairJudgment:
     second: str  # key shown as answerB
     verdict: Verdict | None
     error: str = ""
+    unavailable: bool = False  # the endpoint failed (ask again later), rather than answering nothing usable
 
     def relation(self) -> Relation | None:
         if self.verdict is Verdict.A:
@@ -151,13 +153,10 @@ class PairJudgment:
 
 
 def ask(backend: ChatBackend, prompt: str, retries: int) -> tuple[Verdict | None, str]:
-    """(verdict, error): retries unparseable answers; backend failures become the error."""
+    """(verdict, error): retries unparseable answers; a backend failure raises JudgeError."""
     answer = ""
     for _ in range(retries + 1):
-        try:
-            answer = backend.complete(prompt)
-        except JudgeError as e:
-            return None, str(e)
+        answer = backend.complete(prompt)
         verdict = parse_verdict(answer)
         if verdict is not None:
             return verdict, ""
@@ -178,19 +177,38 @@ def judge_responses(
 
     def one(order: tuple[str, str]) -> PairJudgment:
         a, b = order
-        verdict, error = ask(backend, judge_prompt(query, content[a], content[b], category), config.retries)
-        if verdict is None or not config.both_orders:
-            return PairJudgment(a, b, verdict, error)
-        again, error = ask(backend, judge_prompt(query, content[b], content[a], category), config.retries)
-        mirrored = {Verdict.A: Verdict.B, Verdict.B: Verdict.A, Verdict.TIE: Verdict.TIE}
-        if again is None:
-            return PairJudgment(a, b, None, error)
-        if mirrored[again] != verdict:
-            return PairJudgment(a, b, None, f"inconsistent across orders: {verdict} then {again} (swapped)")
-        return PairJudgment(a, b, verdict)
+        return judge_pair(query, (a, content[a]), (b, content[b]), backend, config, category)
 
     with ThreadPoolExecutor(max(1, config.concurrency)) as pool:
         return list(pool.map(one, orders))
+
+
+MIRRORED = {Verdict.A: Verdict.B, Verdict.B: Verdict.A, Verdict.TIE: Verdict.TIE}
+
+
+def judge_pair(
+    query: str,
+    first: tuple[str, str],
+    second: tuple[str, str],
+    backend: ChatBackend,
+    config: JudgeConfig = JudgeConfig(),
+    category: str | None = None,
+) -> PairJudgment:
+    """One pair of (key, content), `first` shown as answerA; with `both_orders` asked again swapped and kept
+    only if the two verdicts agree. A failed endpoint gives a judgment marked `unavailable`."""
+    (a, content_a), (b, content_b) = first, second
+    try:
+        verdict, error = ask(backend, judge_prompt(query, content_a, content_b, category), config.retries)
+        if verdict is None or not config.both_orders:
+            return PairJudgment(a, b, verdict, error)
+        again, error = ask(backend, judge_prompt(query, content_b, content_a, category), config.retries)
+    except JudgeError as e:
+        return PairJudgment(a, b, None, str(e), unavailable=True)
+    if again is None:
+        return PairJudgment(a, b, None, error)
+    if MIRRORED[again] != verdict:
+        return PairJudgment(a, b, None, f"inconsistent across orders: {verdict} then {again} (swapped)")
+    return PairJudgment(a, b, verdict)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """`cheems resolve`: raw annotations file -> CheemsBench file with ranks, plus statistics.
 
+Lines annotating the same prompt are resolved together, as one graph (`read_annotated` merges them).
 A response that ends up in no relation (discarded, or never annotated) has no rank and is left out
-of the bench line; a prompt left with fewer than two ranked responses is left out entirely.
+of the bench line; a prompt left with fewer than two ranked responses is left out entirely. Both are
+counted in the statistics (`unranked_responses`, `skipped_prompts`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ class ResolveStats:
             "annotations": self.annotations,
             "conflict_ratio": self.conflict_ratio,
             "merged_nodes": self.merged_nodes,
+            "skipped_prompts": self.skipped_prompts,
+            "unranked_responses": self.unranked_responses,
         }
 
 
@@ -51,7 +55,8 @@ def resolve_prompt(prompt: AnnotatedPrompt, stats: ResolveStats) -> BenchItem | 
     if len({result.rank[r.id] for r in ranked}) < 2:
         stats.skipped_prompts += 1
         return None
-    return BenchItem(prompt.input, ranked, {r.id: result.rank[r.id] for r in ranked}, prompt.category)
+    rank = {r.id: result.rank[r.id] for r in ranked}
+    return BenchItem(prompt.input, ranked, rank, prompt.category, prompt.to_bench_extra())
 
 
 def resolve_file(source: str | Path, out: str | Path, stats_path: str | Path | None = None) -> ResolveStats:

@@ -1,10 +1,12 @@
-"""gRPC adapter of `cheems.v1.AnnotationService`: decode, call `AnnotationService`, encode.
+"""gRPC adapter of `cheems.v1.AnnotationService`: decode, call `AnnotationService`, encode; and the
+`cheems service annotation` process (the server, plus the sample intake when given a broker).
 
 Bad input gets a status and stores nothing: unknown prompt -> NOT_FOUND; unknown response or task
-ids, a malformed order or verdict -> INVALID_ARGUMENT; a completed task, or an annotation id reused
-with other content -> FAILED_PRECONDITION.
+ids, a malformed order or verdict, a ListTasks limit outside 1..1000 -> INVALID_ARGUMENT; a completed
+task, or an annotation id reused with other content -> FAILED_PRECONDITION.
 
     grpc_host = host(engine, HostConfig(port=0)).start()   # grpc_host.port
+    serve("sqlite:///cheems.db", HostConfig(port=50053), bootstrap="localhost:9092")   # until SIGTERM
 """
 
 from __future__ import annotations
@@ -14,12 +16,17 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+from kafka.errors import KafkaError
 from sqlalchemy.engine import Engine
 
+from cheems.credentials import hide_password
 from cheems.v1 import annotation_pb2, annotation_pb2_grpc, common_pb2
-from services.annotation.service import AnnotationService
+from services.annotation.events import BrokerUnavailable, RelayConfig
+from services.annotation.intake import IntakeConfig, IntakeLoop, SampleIntake
+from services.annotation.service import AnnotationService, OpenTask
+from services.bus.client import Publisher
 from services.grpc_errors import abort
-from services.hosting import GrpcHost, HostConfig
+from services.hosting import GrpcHost, Heartbeat, HostConfig
 from services.store.errors import (
     InvalidRecord,
     StoreError,
@@ -28,6 +35,7 @@ from services.store.errors import (
 
 log = logging.getLogger(__name__)
 KINDS = {annotation_pb2.ANNOTATOR_KIND_HUMAN: "human", annotation_pb2.ANNOTATOR_KIND_AI: "ai"}
+DEFAULT_LISTED = 100  # ListTasks' limit when the request gives none
 
 
 def result_of(annotation: annotation_pb2.Annotation) -> dict[str, Any]:
@@ -108,6 +116,14 @@ class AnnotationServicer(annotation_pb2_grpc.AnnotationServiceServicer):
 
         return self._run(context, work)
 
+    def ListTasks(self, request: Any, context: grpc.ServicerContext) -> Any:
+        def work() -> Any:
+            limit = request.limit or DEFAULT_LISTED
+            tasks = self.service.open_tasks(request.prompt_id or None, request.group_size, limit)
+            return annotation_pb2.ListTasksResponse(tasks=[open_task_message(t) for t in tasks])
+
+        return self._run(context, work)
+
     def GetRanking(self, request: Any, context: grpc.ServicerContext) -> Any:
         def work() -> Any:
             resolved = self.service.ranking(request.prompt_id)
@@ -121,9 +137,31 @@ class AnnotationServicer(annotation_pb2_grpc.AnnotationServiceServicer):
 SERVICE = "cheems.v1.AnnotationService"
 
 
-def host(engine: Engine, config: HostConfig) -> GrpcHost:
-    """The servicer on a GrpcHost (health, reflection), serving as soon as it is started."""
-    servicer = AnnotationServicer(AnnotationService(engine))
+def open_task_message(task: OpenTask) -> annotation_pb2.OpenTask:
+    keys = list(task.contents)
+    sample = common_pb2.Sample(
+        prompt_id=task.prompt_id,
+        prompt=task.prompt,
+        system_prompt=task.system_prompt,
+        history=[common_pb2.Message(role=role, content=content) for role, content in task.history],
+        responses=[common_pb2.Response(id=k, content=c) for k, c in task.contents.items()],
+        category=task.category,
+        source=task.source,
+    )
+    return annotation_pb2.OpenTask(
+        task=annotation_pb2.AnnotationTask(task_id=task.task_id, prompt_id=task.prompt_id, response_ids=keys),
+        sample=sample,
+    )
+
+
+def host(engine: Engine, config: HostConfig, publisher: Publisher | None = None) -> GrpcHost:
+    """The servicer on a GrpcHost (health, reflection), serving as soon as it is started; `publisher`:
+    announce annotations and rankings (see `AnnotationService`)."""
+    return servicer_host(AnnotationService(engine, publisher), config)
+
+
+def servicer_host(service: AnnotationService, config: HostConfig) -> GrpcHost:
+    servicer = AnnotationServicer(service)
     grpc_host = GrpcHost(
         config, lambda server: annotation_pb2_grpc.add_AnnotationServiceServicer_to_server(servicer, server), [SERVICE]
     )
@@ -131,15 +169,54 @@ def host(engine: Engine, config: HostConfig) -> GrpcHost:
     return grpc_host
 
 
-def serve(db: str, config: HostConfig, on_ready: Callable[[int], None] | None = None) -> None:
+def serve(
+    db: str,
+    config: HostConfig,
+    on_ready: Callable[[int], None] | None = None,
+    bootstrap: str = "",
+    intake: IntakeConfig | None = None,
+) -> None:
     """`cheems service annotation`: expects a migrated database (`cheems db upgrade`), runs until SIGTERM.
 
-    `on_ready(port)` runs once the server listens (the port bound, which config.port 0 leaves open).
+    With `bootstrap`, annotations and rankings are announced on Kafka and the sample intake opens
+    triple-wise tasks for new prompts (a thread; liveness follows its heartbeat). If the intake dies
+    the process stops with BrokerUnavailable, to be restarted. `on_ready(port)` runs once the server
+    listens (the port bound, which config.port 0 leaves open).
     """
     from services.store.db import StoreConfig, create_engine_for
 
-    grpc_host = host(create_engine_for(StoreConfig(db)), config).start()
-    log.info("annotation serving on %s:%d", config.host, grpc_host.port)
+    engine, intake, relay = create_engine_for(StoreConfig(db)), intake or IntakeConfig(), RelayConfig()
+    try:
+        publisher = Publisher(bootstrap, max_block_ms=int(relay.ack_timeout * 1000)) if bootstrap else None
+        service = AnnotationService(engine, publisher, relay)
+        samples = SampleIntake(bootstrap, service, intake) if bootstrap else None
+    except KafkaError as e:
+        raise BrokerUnavailable(f"cannot reach the broker at {hide_password(bootstrap)}: {e!r}") from None
+    grpc_host = servicer_host(service, config).start()
+    loop = None
+    if samples is not None:
+        heartbeat = Heartbeat(grpc_host, intake.stale_after, readiness=False)
+        loop = IntakeLoop(samples.consumer, heartbeat.beat, lambda: grpc_host.stop()).start()
+        heartbeat.watch(loop.stopping)
+    log.info("annotation serving on %s:%d%s", config.host, grpc_host.port, " with the sample intake" * bool(loop))
     if on_ready is not None:
         on_ready(grpc_host.port)
-    grpc_host.wait_for_signal()
+    try:
+        grpc_host.wait_for_signal(on_stop=loop.stop if loop else None)
+    finally:
+        _shut(loop, samples, service, publisher)
+    if loop is not None and loop.error is not None:
+        raise BrokerUnavailable(f"the sample intake stopped: {loop.error!r}")
+
+
+def _shut(
+    loop: IntakeLoop | None, samples: SampleIntake | None, service: AnnotationService, publisher: Publisher | None
+) -> None:
+    if loop is not None:
+        loop.stop()
+        loop.join()
+    if samples is not None:
+        samples.close()  # leaves the group at once, so its partitions move without a session timeout
+    service.close()
+    if publisher is not None:
+        publisher.close(timeout=10)  # a broker that is down must not hold up the exit

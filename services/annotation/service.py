@@ -1,13 +1,27 @@
 """The annotation service's work, transport-free: tasks, annotations, resolution, rankings, in the store.
 
 Every call runs in one transaction: a failure stores nothing. The gRPC adapter (`server.py`) only
-decodes requests, calls these methods and maps errors to statuses.
+decodes requests, calls these methods and maps errors to statuses. A submit that completes the last
+open task of its prompt resolves the prompt (Algorithm 1) in the same transaction, so a prompt whose
+tasks are all done always has its ranking.
+
+Given a Publisher, every stored change is announced at-least-once (`events.py`, through the store's
+outbox, so a broker outage never fails a submit): each newly stored annotation on
+cheems.annotations.v1, each stored ranking on cheems.rankings.v1, keyed by prompt id.
+
+    service = AnnotationService(engine, Publisher("localhost:9092"))
+    [(task_id, keys), *_] = service.create_tasks(prompt_id)          # triples
+    service.submit("a1", prompt_id, "张三", "human", {"order": [["r1"], ["r2", "r3"]]}, [], task_id)
+    service.close()                                                  # stops the event relay
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +34,21 @@ from cheems.errors import FormatError
 from cheems.preference import write_preference
 from cheems.responses import Response
 from services.annotation.annotation_file import relations_of
+from services.annotation.events import EventRelay, RelayConfig, annotation_event, queue, ranking_event
 from services.annotation.export import preference_items
 from services.annotation.protocol import triple_tasks
 from services.annotation.resolve import Relation, Resolution, resolve
+from services.bus import topics
+from services.bus.client import Publisher
 from services.store import repository
 from services.store.db import session_scope
-from services.store.errors import InvalidRecord, UnknownPrompt
-from services.store.models import Prompt, Ranking
+from services.store.errors import InvalidRecord, UnknownPrompt, UnknownTask
+from services.store.models import AnnotationTask, Prompt, Ranking
+from services.store.tasks import lock_prompt, open_count, open_tasks
+
+log = logging.getLogger(__name__)
+MAX_LISTED = 1000  # open tasks one listing returns at most
+KIND_OF_SIZE = {3: "triple", 2: "pair"}
 
 
 @dataclass(frozen=True)
@@ -34,6 +56,21 @@ class Resolved:
     rank: dict[str, int]
     conflicts: int
     merged_nodes: int
+
+
+@dataclass(frozen=True)
+class OpenTask:
+    """An open task and what an annotator reads to judge it."""
+
+    task_id: str
+    prompt_id: str
+    prompt: str
+    system_prompt: str
+    history: list[tuple[str, str]]  # earlier turns (role, content), oldest first
+    category: list[str]
+    source: str
+    contents: dict[str, str]  # the task's response keys, in task order -> their contents
+    created_at: datetime
 
 
 def repository_rankings(session: Session) -> list[tuple[Prompt, dict[str, int]]]:
@@ -56,22 +93,35 @@ def known_keys(session: Session, prompt_id: str) -> set[str]:
 
 
 class AnnotationService:
-    def __init__(self, engine: Engine) -> None:
+    """`publisher`: announce stored changes (an `EventRelay` thread publishes them; `close()` stops it)."""
+
+    def __init__(self, engine: Engine, publisher: Publisher | None = None, relay: RelayConfig | None = None) -> None:
         self.engine = engine
+        self.relay = None if publisher is None else EventRelay(engine, publisher, relay or RelayConfig()).start()
 
     def create_tasks(self, prompt_id: str, group_size: int = 3) -> list[tuple[str, list[str]]]:
         """(task id, response keys) for the prompt: circular triples (group_size 3) or all pairs (2)."""
-        if group_size not in (2, 3):
-            raise InvalidRecord(f"group_size must be 2 or 3, got {group_size}")
         with session_scope(self.engine) as session:
-            keys = sorted(known_keys(session, prompt_id))
-            groups = (
-                triple_tasks(keys) if group_size == 3 else [[a, b] for i, a in enumerate(keys) for b in keys[i + 1 :]]
-            )
-            kind = "triple" if group_size == 3 else "pair"
-            groups = [g for g in groups if len(g) == group_size]
-            ids = repository.create_tasks(session, prompt_id, groups, kind)
-            return list(zip(ids, groups, strict=True))
+            return _create_tasks(session, prompt_id, group_size)
+
+    def take_sample(
+        self,
+        prompt_id: str,
+        prompt: str,
+        responses: Sequence[tuple[str, str]],
+        category: Sequence[str],
+        system_prompt: str | None,
+        source: str,
+        history: Sequence[tuple[str, str]],
+        group_size: int,
+    ) -> tuple[str, list[tuple[str, list[str]]]]:
+        """Open a sample's tasks, storing the sample first unless `prompt_id` is known (a prompt's id is its
+        content hash, so the same content is the same prompt); idempotent. Returns (prompt id, tasks)."""
+        with session_scope(self.engine) as session:
+            if not prompt_id or session.get(Prompt, prompt_id) is None:
+                args = (prompt, responses, category, system_prompt, source, None, history)
+                prompt_id, _ = repository.add_sample(session, *args)
+            return prompt_id, _create_tasks(session, prompt_id, group_size)
 
     def submit(
         self,
@@ -83,8 +133,10 @@ class AnnotationService:
         discarded: list[str],
         task_id: str | None,
     ) -> bool:
-        """Store a human or AI annotation (idempotent on annotation_id) and close its task."""
+        """Store a human or AI annotation (idempotent on annotation_id) and close its task; the prompt's last
+        open task closed resolves the prompt. A replay (the same annotation again) changes and announces nothing."""
         with session_scope(self.engine) as session:
+            lock_prompt(session, prompt_id)
             keys = known_keys(session, prompt_id)
             try:
                 relations_of(result, keys, "request", 0, "annotation")
@@ -93,23 +145,98 @@ class AnnotationService:
             created = repository.add_annotation(
                 session, annotation_id, prompt_id, annotator, kind, result, discarded, task_id
             )
-            if created and task_id:
-                repository.complete_task(session, task_id)
-            return created
+            if created:
+                event = annotation_event(annotation_id, prompt_id, annotator, kind, result, discarded, task_id)
+                self._announce(session, topics.ANNOTATIONS, prompt_id, event)
+                if task_id:
+                    self._close(session, prompt_id, task_id)
+        if created:
+            self._kick()
+        return created
+
+    def close_task(self, task_id: str, reason: str) -> bool:
+        """Close a task without an annotation (an AI judge that could not decide); False if it was closed.
+        The prompt's last open task closed resolves the prompt, as a submit does."""
+        with session_scope(self.engine) as session:
+            task = session.get(AnnotationTask, task_id)
+            if task is None:
+                raise UnknownTask(f"no task {task_id!r}")
+            lock_prompt(session, task.prompt_id)
+            closed = task.status == "open" and self._close(session, task.prompt_id, task_id)
+        if closed:
+            log.info("task %s closed without an annotation: %s", task_id, reason)
+            self._kick()
+        return closed
 
     def resolve(self, prompt_id: str) -> Resolved:
-        """Resolve every stored annotation of the prompt (Algorithm 1) and store the ranking."""
+        """Resolve every stored annotation of the prompt (Algorithm 1), store and announce the ranking."""
         with session_scope(self.engine) as session:
-            keys = known_keys(session, prompt_id)
-            relations: list[Relation] = []
-            discarded: set[str] = set()
-            for annotation in repository.annotations_for(session, prompt_id):
-                relations += relations_of(annotation.result, keys, "store", 0, annotation.id)
-                discarded |= set(annotation.discarded or [])
-            kept = [r for r in relations if r.better not in discarded and r.worse not in discarded]
-            result: Resolution = resolve(kept)
-            repository.save_ranking(session, prompt_id, result.rank, result.conflicts, result.merged_nodes)
-            return Resolved(result.rank, result.conflicts, result.merged_nodes)
+            lock_prompt(session, prompt_id)
+            resolved = self._resolve(session, prompt_id)
+        self._kick()
+        return resolved
+
+    def open_tasks(
+        self,
+        prompt_id: str | None = None,
+        group_size: int = 0,
+        limit: int = 100,
+        created_before: datetime | None = None,
+    ) -> list[OpenTask]:
+        """Open tasks, oldest first: one prompt's or all, triples (3), pairs (2) or both (0), at most `limit`."""
+        if group_size not in (0, *KIND_OF_SIZE):
+            raise InvalidRecord(f"group_size must be 0, 2 or 3, got {group_size}")
+        if not 1 <= limit <= MAX_LISTED:
+            raise InvalidRecord(f"limit must be in 1..{MAX_LISTED}, got {limit}")
+        with session_scope(self.engine) as session:
+            queued = open_tasks(session, prompt_id, KIND_OF_SIZE.get(group_size), limit, created_before)
+            return [
+                OpenTask(
+                    q.task.id,
+                    q.task.prompt_id,
+                    q.prompt.text,
+                    q.prompt.system_prompt or "",
+                    [(t["role"], t["content"]) for t in q.prompt.history or []],
+                    list(q.prompt.category or []),
+                    q.prompt.source,
+                    q.contents,
+                    q.task.created_at,
+                )
+                for q in queued
+            ]
+
+    def close(self) -> None:
+        """Stop the event relay (what it could not publish waits in the outbox for the next start)."""
+        if self.relay is not None:
+            self.relay.stop()
+
+    def _close(self, session: Session, prompt_id: str, task_id: str) -> bool:
+        closed = repository.complete_task(session, task_id)
+        if closed and open_count(session, prompt_id) == 0:
+            self._resolve(session, prompt_id)
+        return closed
+
+    def _resolve(self, session: Session, prompt_id: str) -> Resolved:
+        keys = known_keys(session, prompt_id)
+        relations: list[Relation] = []
+        discarded: set[str] = set()
+        for annotation in repository.annotations_for(session, prompt_id):
+            relations += relations_of(annotation.result, keys, "store", 0, annotation.id)
+            discarded |= set(annotation.discarded or [])
+        kept = [r for r in relations if r.better not in discarded and r.worse not in discarded]
+        result: Resolution = resolve(kept)
+        repository.save_ranking(session, prompt_id, result.rank, result.conflicts, result.merged_nodes)
+        event = ranking_event(prompt_id, result.rank, result.conflicts, result.merged_nodes)
+        self._announce(session, topics.RANKINGS, prompt_id, event)
+        return Resolved(result.rank, result.conflicts, result.merged_nodes)
+
+    def _announce(self, session: Session, topic: str, key: str, event: Any) -> None:
+        if self.relay is not None:
+            queue(session, topic, key, event)
+
+    def _kick(self) -> None:
+        if self.relay is not None:
+            self.relay.kick()
 
     def export(self, kind: str, path: str, debias: bool = False, seed: int = 0) -> tuple[int, str]:
         """Write every resolved prompt (bench or preference layout) atomically; returns (records, sha256)."""
@@ -140,3 +267,13 @@ class AnnotationService:
         with session_scope(self.engine) as session:
             row = repository.get_ranking(session, prompt_id)
             return None if row is None else Resolved(dict(row.rank), row.conflicts, row.merged_nodes)
+
+
+def _create_tasks(session: Session, prompt_id: str, group_size: int) -> list[tuple[str, list[str]]]:
+    if group_size not in KIND_OF_SIZE:
+        raise InvalidRecord(f"group_size must be 2 or 3, got {group_size}")
+    keys = sorted(known_keys(session, prompt_id))
+    groups = triple_tasks(keys) if group_size == 3 else [[a, b] for i, a in enumerate(keys) for b in keys[i + 1 :]]
+    groups = [g for g in groups if len(g) == group_size]
+    ids = repository.create_tasks(session, prompt_id, groups, KIND_OF_SIZE[group_size])
+    return list(zip(ids, groups, strict=True))

@@ -1,6 +1,7 @@
 """Publishing and consuming events with kafka-python.
 
-`Publisher`: acks=all with retries, keyed by prompt id so one prompt's events keep their order.
+`Publisher`: acks=all with retries, keyed by prompt id so one prompt's events keep their order;
+every event carries the codec's headers (`content-type`, `cheems-schema-version`, `cheems-type`).
 `EventConsumer`: a consumer group member; each polled batch is decoded and handed to the handler,
 and offsets are committed only after the handler returned (at-least-once: handlers must be
 idempotent, e.g. upserts keyed by event id). A message that does not decode is logged, counted,
@@ -45,18 +46,21 @@ class Publisher:
             bootstrap_servers=bootstrap, acks="all", retries=5, linger_ms=5, max_block_ms=max_block_ms
         )
 
-    def publish(self, topic: str, key: str, event: Message) -> None:
+    def publish(self, topic: str, key: str, event: Message) -> Any:
+        """Send asynchronously; returns kafka-python's future (`.get(timeout)` waits for the broker's ack)."""
         encoded = encode(topic, event)
-        self.producer.send(topic, key=key.encode(), value=encoded.value, headers=encoded.headers)
+        return self.producer.send(topic, key=key.encode(), value=encoded.value, headers=encoded.headers)
 
     def send_raw(self, topic: str, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]) -> None:
         self.producer.send(topic, key=key, value=value, headers=headers)
 
-    def flush(self) -> None:
-        self.producer.flush()
+    def flush(self, timeout: float | None = None) -> None:
+        """Send what is pending now (not after linger_ms) and wait for it; KafkaTimeoutError after `timeout` s."""
+        self.producer.flush(timeout=timeout)
 
-    def close(self) -> None:
-        self.producer.close()
+    def close(self, timeout: float | None = None) -> None:
+        """Send what is pending and close; `timeout` bounds the wait (None: until sent, however long)."""
+        self.producer.close(timeout=timeout)
 
 
 @dataclass
@@ -104,6 +108,7 @@ class EventConsumer:
         self.membership = Membership()
         self.consumer.subscribe(topics=list(topics), listener=self.membership)
         self.handler, self.dead_letters = handler, dead_letters or Publisher(bootstrap)
+        self._owns_dead_letters = dead_letters is None
         self.stats = ConsumerStats()
 
     def poll_once(self, timeout_ms: int = 500) -> int:
@@ -150,3 +155,5 @@ class EventConsumer:
 
     def close(self) -> None:
         self.consumer.close()
+        if self._owns_dead_letters:
+            self.dead_letters.close(timeout=10)

@@ -1,7 +1,20 @@
 """Encoding events for Kafka: protobuf bytes plus headers naming the payload type and schema version.
 
-Decoding checks both; anything else (garbage bytes, an unknown version, the wrong type) raises
-BadMessage, which consumers route to the dead-letter topic.
+Every encoded event carries three headers (UTF-8 values):
+
+    content-type            application/x-protobuf; messageType=cheems.v1.SampleEvent
+    cheems-schema-version   1
+    cheems-type             cheems.v1.SampleEvent
+
+`content-type` is for consumers the project did not write. The header name is the one CloudEvents'
+Kafka protocol binding gives a value's media type; `application/x-protobuf; messageType=<full name>`
+is a widely used way to name the protobuf message a payload holds (IANA registers
+`application/x-protobuf` as an alias of `application/protobuf`, whose own parameters cannot name a
+message). The value is the plain serialized message, without Confluent Schema Registry framing
+(no magic byte, no schema id): decode it with the `.proto` files in protos/cheems/v1.
+
+Decoding checks the two `cheems-*` headers; anything else (garbage bytes, an unknown version, the
+wrong type) raises BadMessage, which consumers route to the dead-letter topic.
 """
 
 from __future__ import annotations
@@ -16,6 +29,7 @@ from services.bus.topics import PAYLOADS, SCHEMA_VERSION
 
 VERSION_HEADER = "cheems-schema-version"
 TYPE_HEADER = "cheems-type"
+CONTENT_TYPE_HEADER = "content-type"
 Headers = list[tuple[str, bytes]]
 
 
@@ -41,8 +55,18 @@ def encode(topic: str, event: Message) -> Encoded:
         header.event_id = header.event_id or uuid.uuid4().hex
         if not header.HasField("produced_at"):
             header.produced_at.GetCurrentTime()
-    headers = [(VERSION_HEADER, str(SCHEMA_VERSION).encode()), (TYPE_HEADER, expected.DESCRIPTOR.full_name.encode())]
+    name = expected.DESCRIPTOR.full_name
+    headers = [
+        (CONTENT_TYPE_HEADER, content_type(name).encode()),
+        (VERSION_HEADER, str(SCHEMA_VERSION).encode()),
+        (TYPE_HEADER, name.encode()),
+    ]
     return Encoded(event.SerializeToString(), headers)
+
+
+def content_type(message_type: str) -> str:
+    """The `content-type` header of a serialized protobuf `message_type` (a full name, cheems.v1.X)."""
+    return f"application/x-protobuf; messageType={message_type}"
 
 
 def decode(topic: str, value: bytes | None, headers: Headers) -> Message:

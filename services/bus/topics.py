@@ -1,7 +1,10 @@
 """Topic names (versioned), the protobuf payload each one carries, and how each is provisioned.
 
-Keys are prompt ids. `SPECS` gives partitions and retention; the embedded broker and the Strimzi
-`KafkaTopic` resources in k8s/kafka/topics.yaml are both made from it:
+Keys keep one thing's events in order: the prompt id for samples, annotations and rankings, `<subset>:<index>`
+for score requests and scores, the run id for results, the dataset or model id
+for those (the README's events table). `SPECS` gives
+partitions and retention; the embedded broker and the Strimzi `KafkaTopic` resources in
+k8s/kafka/topics.yaml are both made from it:
 
     python -m services.bus.topics > k8s/kafka/topics.yaml     # regenerate (a test fails when stale)
 """
@@ -22,6 +25,8 @@ RANKINGS = "cheems.rankings.v1"
 SCORE_REQUESTS = "cheems.score-requests.v1"
 SCORES = "cheems.scores.v1"
 EVAL_RESULTS = "cheems.eval-results.v1"
+DATASETS = "cheems.datasets.v1"
+MODELS = "cheems.models.v1"
 
 PAYLOADS: dict[str, type[Message]] = {
     SAMPLES: events_pb2.SampleEvent,
@@ -30,6 +35,8 @@ PAYLOADS: dict[str, type[Message]] = {
     SCORE_REQUESTS: events_pb2.ScoreRequestEvent,
     SCORES: events_pb2.ScoreEvent,
     EVAL_RESULTS: events_pb2.EvalResultEvent,
+    DATASETS: events_pb2.DatasetEvent,
+    MODELS: events_pb2.ModelEvent,
 }
 ALL = tuple(PAYLOADS)
 

@@ -6,6 +6,7 @@ summary (the call itself succeeds), good ones are stored. GetSample of an unknow
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,7 +17,7 @@ from google.protobuf.json_format import MessageToDict
 from cheems.errors import FormatError
 from cheems.v1 import common_pb2, ingestion_pb2, ingestion_pb2_grpc
 from services.hosting import GrpcHost, HostConfig
-from services.ingestion.records import RecordError, SampleRecord, parse_record
+from services.ingestion.records import RecordError, SampleRecord, parse_sample
 from services.ingestion.service import IngestionService
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,9 @@ def record_from_proto(record: ingestion_pb2.IngestRecord, index: int) -> SampleR
     }
     if sample.system_prompt:
         raw["sys_prompt"] = sample.system_prompt
-    return parse_record(raw, "stream", line)
+    if sample.history:
+        raw["history"] = [{"role": m.role, "content": m.content} for m in sample.history]
+    return dataclasses.replace(parse_sample(raw, "stream", line), source=sample.source)
 
 
 class IngestionServicer(ingestion_pb2_grpc.IngestionServiceServicer):

@@ -46,7 +46,8 @@ class IngestionService:
                         sample.responses,
                         list(sample.category),
                         sample.system_prompt,
-                        self.source,
+                        sample.source or self.source,
+                        history=sample.history,
                     )
             except StoreError as e:
                 summary.errors.append(RecordError(sample.line, "responses", str(e)))
@@ -68,7 +69,8 @@ class IngestionService:
             topics.SAMPLES,
             prompt_id,
             events_pb2.SampleEvent(
-                header=events_pb2.EventHeader(producer="ingestion"), sample=to_proto(prompt_id, sample)
+                header=events_pb2.EventHeader(producer="ingestion"),
+                sample=to_proto(prompt_id, sample, sample.source or self.source),
             ),
         )
 
@@ -82,17 +84,20 @@ class IngestionService:
                 prompt_id=prompt_id,
                 prompt=prompt.text,
                 system_prompt=prompt.system_prompt or "",
+                history=[common_pb2.Message(role=t["role"], content=t["content"]) for t in prompt.history or []],
                 responses=[common_pb2.Response(id=k, content=c) for k, c in responses.items()],
                 category=list(prompt.category or []),
                 source=prompt.source,
             )
 
 
-def to_proto(prompt_id: str, sample: SampleRecord) -> common_pb2.Sample:
+def to_proto(prompt_id: str, sample: SampleRecord, source: str = "") -> common_pb2.Sample:
     return common_pb2.Sample(
         prompt_id=prompt_id,
         prompt=sample.prompt,
         system_prompt=sample.system_prompt or "",
         responses=[common_pb2.Response(id=k, content=c) for k, c in sample.responses],
         category=list(sample.category),
+        source=source,
+        history=[common_pb2.Message(role=role, content=content) for role, content in sample.history],
     )

@@ -1,11 +1,26 @@
 """The reward scorer: gRPC `cheems.v1.RewardService` and OpenRLHF-compatible HTTP, backed by Triton.
 
     cheems serve --model out/train-tiny/model            # gRPC :50051, HTTP :8000, Triton via PyTriton
+    cheems serve --follow --bootstrap HOST:9092 --db URL # the registry's best model, then each new one
     cheems score --model-url localhost:50051 --prompt 你好 --response 你好！
 
-Modules: `config` (ScorerConfig), `errors`, `tokenization` (texts -> bounded token sequences, pure),
-`service` (the Scorer: requests -> rewards, transport-free), `backends` (in-process torch, Triton
-client), `triton_model` (the PyTriton-served model), `triton_python_model` (the same model for a
-stock Triton, copied by `model_repository`), `server` (gRPC adapter), `http_app` (HTTP adapter),
-`telemetry` (Prometheus counters), `runtime` (assembly and lifecycle), `client`.
+Modules:
+- settings and errors: `config` (ScorerConfig, `CHEEMS_SCORER_*`; `cheems serve`'s options are its
+  fields), `errors`.
+- pure core: `tokenization` (texts -> bounded token sequences, scores -> replies), `batching`
+  (length buckets), `deadline` (one deadline per call), `wire` (a look at a serialized request
+  before parsing it).
+- the service: `service` (the Scorer: requests -> rewards, transport-free), `tokenizer_pool`
+  (tokenizers leased per call), `backends` (in-process torch, Triton client), `telemetry`
+  (Prometheus counters).
+- Triton: `triton_model` (the PyTriton-served model), `triton_python_model` (the same model for a
+  stock Triton, copied by `model_repository`, which exports a model repository), `processes` (no
+  Triton process left behind), `supervisor` (truthful health, Triton restarts).
+- the model served: `served` (the current model, leased per call, switched atomically), `loading`
+  (a checkpoint -> tokenizers + backend; the first model: `--model` or the registry's best),
+  `follow` with `model_feed` (`--follow`: switch to each model registered on cheems.models.v1).
+- adapters and assembly: `server` (gRPC), `http_app` with `json_body` (HTTP), `runtime` (assembly
+  and lifecycle: `ScorerServer`, `serve`).
+- callers' side: `client` (sync and asyncio client), `bench_rewards` (a rewards file for CheemsBench
+  files, in-process or through a running scorer).
 """

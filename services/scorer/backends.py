@@ -2,9 +2,10 @@
 
 - `TorchBackend`: the model in this process, length-grouped batches (for places without Triton).
 - `TritonBackend`: a Triton server over gRPC (`tritonclient`): ours started by PyTriton
-  (`triton_model`), or any Triton serving the same model signature. Sequences are padded to
-  length buckets so Triton's dynamic batcher can merge concurrent requests of similar length, and
-  sent in requests of at most Triton's `max_batch_size` rows (Triton rejects larger ones).
+  (`triton_model`), or any Triton serving the same model signature. Sequences are padded up to
+  a multiple of `batching.BUCKET` (512) tokens, so Triton's dynamic batcher can merge concurrent
+  requests whose lengths fall in the same 512-token bucket, and sent in requests of at most
+  Triton's `max_batch_size` rows (Triton rejects larger ones).
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ class Backend(Protocol):
 class TorchBackend:
     name = "torch"
 
-    def __init__(self, model_dir: str, device: str = "cpu", max_batch: int = 64) -> None:
+    def __init__(self, model_dir: str, device: str = "cpu", max_batch: int = 64, tokenizer: Any = None) -> None:
+        """`tokenizer`: the checkpoint's, if loaded already (else `load_model` loads it again)."""
         from cheems.model import load_model
 
-        self.model, _ = load_model(model_dir)
+        self.model, _ = load_model(model_dir, tokenizer=tokenizer)
         self.model.to(device).eval()
         self.device, self.max_batch = device, max_batch
         self._lock = threading.Lock()  # one forward at a time; torch uses the cores itself
@@ -50,10 +52,13 @@ class TorchBackend:
 
     def score(self, sequences: Sequence[Sequence[int]], timeout: float | None = None) -> list[float]:
         with self._lock:
+            if self.model is None:
+                raise BackendUnavailable("the model was closed (the scorer is stopping or switched models)")
             return score_in_groups(self.model, sequences, self.max_batch, self.device)
 
     def close(self) -> None:
-        pass
+        with self._lock:  # after the forward in progress, if any
+            self.model = None  # the memory goes now, not when the last reference to this backend does
 
 
 class TritonBackend:
@@ -80,9 +85,9 @@ class TritonBackend:
             return False
 
     def score(self, sequences: Sequence[Sequence[int]], timeout: float | None = None) -> list[float]:
-        """One Triton request per length bucket and chunk of max_batch_size rows, all in flight together.
+        """One Triton request per length bucket (`batching.BUCKET` tokens) and chunk of max_batch_size rows.
 
-        `timeout` None waits as long as Triton takes (the caller's deadline is the scorer's business)."""
+        All are in flight together. `timeout` None waits as long as Triton takes (the deadline is the scorer's)."""
         pending: list[tuple[list[int], Future[Any]]] = []
         client = self.client
         for padded, bucket in by_bucket([len(s) for s in sequences]).items():

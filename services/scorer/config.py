@@ -1,58 +1,164 @@
-"""The scorer's one configuration object: every limit, default and knob of `cheems serve`."""
+"""The scorer's one configuration object: every limit, default and knob of `cheems serve`.
+
+Each knob is declared once, here: type, default, validation and description. `cheems serve` makes
+its options from these fields (`--max-length` is `max_length`, its help is the description), and
+every field can come from the environment as `CHEEMS_SCORER_<FIELD>`:
+
+    CHEEMS_SCORER_TOKEN=s3cret CHEEMS_SCORER_MAX_LENGTH=4096 cheems serve --model out/train-tiny/model
+
+`--follow` reads its broker and store from the shared settings when not given (`CHEEMS_KAFKA_BOOTSTRAP`,
+`CHEEMS_DATABASE_URL`). Keyword arguments (the command line's options) win over the environment, which wins
+over the default.
+Code that builds one directly, `ScorerConfig(model=..., grpc_port=0)`, reads the environment too.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cheems.chat import Truncation
+from cheems.credentials import read_secret
+from cheems.settings import setting
 
-BACKENDS = ("triton", "torch")
+ENV_PREFIX = "CHEEMS_SCORER_"
+MIB = 1024 * 1024
 
 
-@dataclass
-class ScorerConfig:
-    model: str = ""  # checkpoint directory (AutoModelForSequenceClassification, safetensors)
-    backend: str = "triton"  # triton (PyTriton-started, or external via triton_url) | torch (in-process)
-    host: str = "127.0.0.1"  # this machine only; a pod passes --host 0.0.0.0 (the NetworkPolicy guards it)
-    grpc_port: int = 50051  # 0 = pick a free port
-    http_port: int = 8000  # 0 = pick a free port; -1 = no HTTP server
-    triton_url: str = ""  # host:port of an external Triton gRPC endpoint; empty = start one with PyTriton
-    triton_model_name: str = "cheems_rm"
-    max_batch_size: int = 64  # Triton's max batch: a request is sent to Triton in chunks of at most this many
-    queue_delay_us: int = 2000  # how long Triton waits to fill a batch
-    max_responses: int = 64  # per Score call (per item of ScoreBatch)
-    max_batch_items: int = 128  # items per ScoreBatch call
-    max_queries: int = 4096  # queries per HTTP /get_reward call (OpenRLHF rollout batches)
-    max_length: int = 2048  # tokens per (prompt, response)
-    truncation: str = "error"  # error | left | right: what to do with an over-length response
-    max_message_bytes: int = 64 * 1024 * 1024  # largest request, gRPC message and HTTP body alike
-    max_call_seconds: float = 300.0  # a call with no deadline (or a longer one) is cut off after this
-    auth_token: str = ""  # when set, calls need `authorization: Bearer <token>` (HTTP also takes ?token=)
-    tls_cert: str = ""  # PEM files; both set = TLS on the gRPC port
-    tls_key: str = ""
-    drain_seconds: float = 10.0  # grace period for in-flight calls on SIGTERM
-    triton_restarts: int = 3  # attempts to restart a crashed PyTriton-started Triton before liveness fails
-    watch_seconds: float = 0.5  # how often the backend's health is checked
-    device: str = "cpu"
-    workers: int = 16  # gRPC handler threads
+class ScorerConfig(BaseSettings):
+    """What `cheems serve` serves, where, and within which limits."""
 
-    def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
-        if self.truncation not in {"error", Truncation.LEFT.value, Truncation.RIGHT.value}:
-            raise ValueError(f"truncation must be error, left or right, got {self.truncation!r}")
-        for name in ("max_batch_size", "max_responses", "max_batch_items", "max_queries", "max_length", "workers"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("max_call_seconds", "watch_seconds"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if self.max_message_bytes < 1024:
-            raise ValueError(f"max_message_bytes must be >= 1024, got {self.max_message_bytes}")
-        if self.triton_restarts < 0:
-            raise ValueError(f"triton_restarts must be >= 0, got {self.triton_restarts}")
-        if bool(self.tls_cert) != bool(self.tls_key):
+    # extra="forbid": a misspelled keyword fails; stray CHEEMS_SCORER_* variables (CHEEMS_SCORER_URL
+    # is the clients' setting) are not fields, and pydantic-settings ignores them.
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
+
+    model: str = Field(
+        default="", description="Checkpoint directory (AutoModelForSequenceClassification, safetensors)."
+    )
+    model_id: str = Field(
+        default="", description="Id reported in replies and GetModelInfo; empty = the checkpoint directory's name."
+    )
+    follow: bool = Field(
+        default=False,
+        description="Follow the registry: load each model registered on cheems.models.v1 and switch to it.",
+    )
+    bootstrap: str = Field(
+        default="",
+        validate_default=True,  # to fill it from the settings
+        description="Kafka bootstrap servers of --follow; empty = CHEEMS_KAFKA_BOOTSTRAP.",
+    )
+    db: str = Field(
+        default="",
+        repr=False,  # a URL may hold a password
+        validate_default=True,
+        description="Store URL: --follow without --model serves its best model (else its newest); "
+        "empty = CHEEMS_DATABASE_URL.",
+    )
+    backend: Literal["triton", "torch"] = Field(
+        default="triton",
+        description="triton (started by PyTriton, or external with --triton-url) or torch (in-process).",
+    )
+    host: str = Field(
+        default="127.0.0.1", description="Address to listen on: 127.0.0.1 = this machine only; 0.0.0.0 in a pod."
+    )
+    # The two ports equal services.hosting.SCORER_GRPC_PORT / SCORER_HTTP_PORT (tests/k8s checks it);
+    # not imported from there, as that would load grpc for every `cheems --help`.
+    grpc_port: int = Field(default=50051, ge=0, le=65535, description="gRPC port (0 = any free port).")
+    http_port: int = Field(
+        default=8000, ge=-1, le=65535, description="HTTP port (0 = any free port, -1 = no HTTP server)."
+    )
+    triton_url: str = Field(
+        default="", description="host:port of an external Triton gRPC endpoint; empty = start one with PyTriton."
+    )
+    triton_model_name: str = Field(default="cheems_rm", description="Name of the model in Triton.")
+    max_batch_size: int = Field(
+        default=64,
+        ge=1,
+        description="Triton's dynamic batch, in responses; larger requests go to Triton in chunks of this.",
+    )
+    queue_delay_us: int = Field(default=2000, ge=0, description="Microseconds Triton waits to fill a batch.")
+    max_responses: int = Field(default=64, ge=1, description="Responses per Score call (per ScoreBatch item).")
+    max_batch_items: int = Field(default=128, ge=1, description="Items per ScoreBatch call.")
+    max_queries: int = Field(
+        default=4096, ge=1, description="Queries per HTTP /get_reward call (OpenRLHF rollout batches)."
+    )
+    max_length: int = Field(default=2048, ge=1, description="Tokens per (prompt, response).")
+    truncation: Literal["error", "left", "right"] = Field(
+        default="error", description="An over-length input: error rejects it; left or right cuts it and flags it."
+    )
+    max_message_bytes: int = Field(
+        default=64 * MIB, ge=1024, description="Largest request in bytes: gRPC message and HTTP body alike."
+    )
+    max_call_seconds: float = Field(
+        default=300.0, gt=0, description="Limit per call; calls without a deadline (grpcurl, Go stubs) get this one."
+    )
+    token: str = Field(
+        default="",
+        repr=False,  # never in logs
+        description="Require this bearer token: `authorization: Bearer TOKEN` (HTTP also takes ?token=).",
+    )
+    token_file: str = Field(
+        default="",
+        description="Read --token from this file instead: an option shows in `ps` (the variable does not).",
+    )
+    tls_cert: str = Field(default="", description="PEM certificate for TLS on the gRPC port (with --tls-key).")
+    tls_key: str = Field(default="", description="PEM private key of --tls-cert.")
+    drain_seconds: float = Field(default=10.0, ge=0, description="Grace for in-flight calls on SIGTERM.")
+    triton_restarts: int = Field(
+        default=3,
+        ge=0,
+        description="Restarts of a crashed PyTriton-started Triton before giving up (exit 1, liveness fails).",
+    )
+    watch_seconds: float = Field(
+        default=0.5, gt=0, description="How often the backend's health is checked, in seconds."
+    )
+    device: str = Field(default="cpu", description="Torch device of the model: cpu, cuda, cuda:1 ...")
+    workers: int = Field(default=16, ge=1, description="gRPC handler threads.")
+
+    @field_validator("tls_key")
+    @classmethod
+    def _tls_pair(cls, tls_key: str, info: ValidationInfo) -> str:
+        # tls_cert is declared first, so it is validated and in info.data by now
+        if bool(tls_key) != bool(info.data.get("tls_cert")):
             raise ValueError("tls_cert and tls_key must be given together")
+        return tls_key
+
+    @field_validator("token_file")
+    @classmethod
+    def _readable(cls, token_file: str) -> str:
+        if token_file:
+            read_secret(token_file)  # here, so that an error names --token-file
+        return token_file
+
+    @model_validator(mode="after")
+    def _token_from_file(self) -> ScorerConfig:
+        if self.token_file:  # the file wins over --token and CHEEMS_SCORER_TOKEN
+            self.token = read_secret(self.token_file)
+        return self
+
+    @field_validator("bootstrap")
+    @classmethod
+    def _broker_to_follow(cls, bootstrap: str, info: ValidationInfo) -> str:
+        # follow is declared first, so it is in info.data by now (as model is, for db)
+        if info.data.get("follow") and not (bootstrap := bootstrap or setting("kafka_bootstrap")):
+            raise ValueError("--follow needs a Kafka broker: give it here or set CHEEMS_KAFKA_BOOTSTRAP")
+        return bootstrap
+
+    @field_validator("db")
+    @classmethod
+    def _registry_to_start_from(cls, db: str, info: ValidationInfo) -> str:
+        if info.data.get("follow") and not info.data.get("model"):
+            return db or setting("database_url")
+        return db
+
+    @field_validator("triton_url")
+    @classmethod
+    def _not_followed(cls, triton_url: str, info: ValidationInfo) -> str:
+        if triton_url and info.data.get("follow"):
+            raise ValueError("--follow loads each model itself, so not into an external Triton")
+        return triton_url
 
     @property
     def truncation_policy(self) -> Truncation:

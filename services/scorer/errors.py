@@ -45,3 +45,9 @@ class ClientGone(ScorerError, errors.Cancelled):
     """The caller cancelled or disconnected; the rest of its work is dropped: CANCELLED / 499."""
 
     reason = "cancelled"
+
+
+class FeedUnavailable(ScorerError, errors.Unavailable):
+    """`--follow` cannot read the models topic (no broker, no topic): the scorer does not start (exit 3)."""
+
+    reason = "broker_unavailable"

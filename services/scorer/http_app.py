@@ -4,7 +4,7 @@ POST /get_reward  {"query": [prompt+response text, ...], "prompts"?: [...], "lab
                   -> {"rewards": [float], "scores": [float] (the same values),
                       "extra_logs": {"query_tokens": [int], "truncated": [0 | 1]}}   one entry per query
 POST /score       {"prompt", "responses", "system_prompt"?, "history"?: [[role, content]]}
-                  -> {"scores", "best_index", "truncated", "timings"}
+                  -> {"scores", "best_index", "truncated", "timings", "model" (the id of the model that scored)}
 GET  /health      200 when the model is ready, else 503 (no token needed)
 GET  /metrics     Prometheus text (no token needed)
 
@@ -18,7 +18,7 @@ pass the limit (chunked). JSON is parsed in the threadpool by `parse_body`, one 
 time: one C call of `json` per element, never one for the whole body, so the parsing thread lets go
 of the GIL between elements and small requests keep flowing while a 50 MB body is parsed.
 
-With `auth_token` set, POST endpoints take `authorization: Bearer <token>` or `?token=<token>` (for
+With a token set (`ScorerConfig.token`), POST endpoints take `authorization: Bearer <token>` or `?token=<token>` (for
 OpenRLHF, whose client sends no headers: `--remote_rm_url http://scorer:8000/get_reward?token=...`).
 The token is taken out of the query string before anything (uvicorn's access log included) sees it.
 """
@@ -199,6 +199,7 @@ def create_app(scorer: Scorer, is_ready: Callable[[], bool], auth_token: str = "
             "best_index": s.best_index,
             "truncated": s.truncated,
             "timings": {"queue_ms": s.queue_ms, "inference_ms": s.inference_ms, "total_ms": s.total_ms},
+            "model": s.model,
         }
 
     async def health_check(request: Request) -> Response:

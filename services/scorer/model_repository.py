@@ -3,9 +3,11 @@
     cheems export-triton --model out/train-tiny/model --out out/triton-repo
 
 Layout: REPO/<name>/config.pbtxt, REPO/<name>/1/model.py (a copy of `triton_python_model`) and
-REPO/<name>/1/model/ (the checkpoint). The model has the signature of `triton_model`, so the scorer
-reaches it with `--triton-url`. The Triton image needs this project installed (`pip install .`)
-so `model.py` can import it; `cheems serve` without `--triton-url` needs none of this (PyTriton).
+REPO/<name>/1/model/ (a copy of the checkpoint, made self-describing like every checkpoint we write:
+see `cheems.model.describe_reward_model`; the source is left as it is). The model has the signature of
+`triton_model`, so the scorer reaches it with `--triton-url`. The Triton image needs this project
+installed (`pip install .`) so `model.py` can import it; `cheems serve` without `--triton-url` needs
+none of this (PyTriton).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ def export_triton_repository(
     device: str = "cpu",
 ) -> Path:
     """Write the repository; returns REPO/<name>."""
+    from cheems.model import describe_checkpoint  # torch and transformers: only when exporting
+
     source = Path(model_dir)
     if not any(source.glob("*.safetensors")):
         raise ModelError(f"{source}: no *.safetensors weights to export")
@@ -59,4 +63,5 @@ def export_triton_repository(
     )
     shutil.copyfile(MODEL_PY, version / "model.py")
     shutil.copytree(source, version / "model")
+    describe_checkpoint(version / "model")
     return target

@@ -4,12 +4,16 @@
     ...                      # server.grpc_port, server.http_port
     server.stop()
 
-`serve(config)` runs until SIGTERM/SIGINT, then drains: health turns NOT_SERVING, in-flight calls
+`serve(config, on_serving)` runs until SIGTERM/SIGINT, then drains: health turns NOT_SERVING, in-flight calls
 get `drain_seconds` to finish, then HTTP, Triton and the process stop.
 
 A `Supervisor` keeps health truthful: readiness follows the backend; a crashed PyTriton-started
 Triton is restarted (`triton_restarts` attempts); when that fails liveness turns NOT_SERVING and
 `serve` exits with status 1, for the orchestrator to start a new process.
+
+With `follow`, the first model is `--model` or the registry's best (none yet: NOT_SERVING until the
+first registration), and a `Follower` switches to each model registered later (`follow`); the
+supervisor always watches the model served now.
 """
 
 from __future__ import annotations
@@ -18,13 +22,18 @@ import logging
 import signal
 import socket
 import threading
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from cheems.errors import PortInUse
-from services.scorer.backends import Backend, TorchBackend, TritonBackend
+from services.bus.topics import MODELS
+from services.scorer.backends import Backend
 from services.scorer.config import ScorerConfig
+from services.scorer.follow import Follower
 from services.scorer.http_app import create_app
+from services.scorer.loading import load_first, load_served
+from services.scorer.model_feed import ModelFeed
+from services.scorer.served import NO_MODEL, ModelRef, ModelSlot, ServedModel
 from services.scorer.server import create_server, set_alive, set_health
 from services.scorer.service import Scorer
 from services.scorer.supervisor import RestartPolicy, State, Supervisor
@@ -40,8 +49,8 @@ class ScorerServer:
         self.config = config
         self.grpc_port = 0
         self.http_port = 0
-        self.host: TritonHost | None = None
-        self.backend: Backend | None = backend
+        self.models = ModelSlot()
+        self._backend = backend
         self._grpc: Any = None
         self._health: Any = None
         self._http: Any = None
@@ -50,6 +59,18 @@ class ScorerServer:
         self.failed = threading.Event()  # the backend is gone for good: the process should be replaced
         self.scorer: Scorer | None = None
         self.supervisor: Supervisor | None = None
+        self.follower: Follower | None = None
+
+    @property
+    def backend(self) -> Backend | None:
+        current = self.models.current
+        return current.backend if current else None
+
+    @property
+    def host(self) -> TritonHost | None:
+        """The Triton this process started for the model served now (None: torch, or an external Triton)."""
+        current = self.models.current
+        return current.host if current else None
 
     def start(self) -> ScorerServer:
         """Load, bind and serve; on any failure (a taken port, say) release what was started, then raise."""
@@ -60,64 +81,68 @@ class ScorerServer:
             raise
 
     def _start(self) -> ScorerServer:
-        from transformers import AutoTokenizer
-
         config = self.config
-        tokenizer = AutoTokenizer.from_pretrained(config.model)
-        self.backend = self.backend or self._make_backend()
-        name = Path(config.model).name or config.model
-        scorer = self.scorer = Scorer(config, self.backend, tokenizer, ScorerMetrics())
-        self._grpc, self.grpc_port, self._health = create_server(config, scorer, name)
+        # the feed's position is fixed before the registry is read: no registration falls between
+        feed = ModelFeed(config.bootstrap) if config.follow else None
+        try:
+            model, self.models.follow_error = load_first(config, self._backend)
+            if model is not None:
+                model.tokenizers.warm()  # in the background: the first calls may wait for a copy
+                self.models.swap(model)
+        except BaseException:
+            if feed is not None:
+                feed.close()
+            raise
+        if feed is not None:
+            self.follower = Follower(feed, self.models, self._load)
+        scorer = self.scorer = Scorer(config, self.models, ScorerMetrics())
+        self._grpc, self.grpc_port, self._health = create_server(config, scorer)
         self._grpc.start()
         if config.http_port >= 0:
             self._start_http(scorer)
         self.supervisor = self._make_supervisor()
         self.supervisor.step()
         self.supervisor.start()
+        if self.follower is not None:
+            self.follower.start()
         log.info(
-            "scorer serving %s: gRPC :%d, HTTP :%d, backend %s",
-            name,
+            "scorer serving %s: gRPC :%d, HTTP :%d, backend %s%s",
+            model.ref.model_id if model else "nothing yet",
             self.grpc_port,
             self.http_port,
-            self.backend.name,
+            config.backend,
+            f", following {MODELS}" if config.follow else "",
         )
         return self
 
-    def _make_backend(self) -> Backend:
-        config = self.config
-        if config.backend == "torch":
-            return TorchBackend(config.model, config.device, config.max_batch_size)
-        url = config.triton_url
-        if not url:
-            self.host = TritonHost(
-                config.model,
-                config.triton_model_name,
-                config.device,
-                config.max_batch_size,
-                config.queue_delay_us,
-            )
-            url = self.host.start()
-        return TritonBackend(url, config.triton_model_name, config.max_batch_size)
+    def _load(self, ref: ModelRef) -> ServedModel:
+        """A registered model, loaded beside the current one, its tokenizers made before it serves."""
+        model = load_served(self.config, ref, previous=self.models.current)
+        model.tokenizers.warm().join()
+        return model
 
     def _make_supervisor(self) -> Supervisor:
-        backend, host = self.backend, self.host
-        assert backend is not None
-        if host is None:
-            return Supervisor(backend.ready, self._publish, interval=self.config.watch_seconds)
+        """Watches whichever model is current: a switch moves the watch with it."""
+        models = self.models
 
         def ready() -> bool:
-            host.note_processes()
-            return host.alive() and backend.ready()
+            current = models.current
+            return current is not None and current.ready()
+
+        def dead() -> bool:
+            current = models.current
+            return current is not None and current.dead()
 
         def restart() -> None:
-            url = host.restart()
-            backend.reconnect(url)  # type: ignore[attr-defined]
+            # only a dead one: a switch may have replaced the dead model by a live one meanwhile
+            if (current := models.current) is not None and current.dead():
+                current.restart()
 
         return Supervisor(
             ready,
             self._publish,
             restart,
-            dead=lambda: not host.alive(),
+            dead=dead,
             policy=RestartPolicy(self.config.triton_restarts),
             interval=self.config.watch_seconds,
         )
@@ -127,7 +152,8 @@ class ScorerServer:
         if self._stopped.is_set() or self.scorer is None:
             return
         where = getattr(self.backend, "url", "") or "in process"
-        self.scorer.unavailable = "" if state is State.SERVING else f"the model backend ({where}) is not serving: {why}"
+        down = NO_MODEL if self.models.current is None else f"the model backend ({where}) is not serving: {why}"
+        self.scorer.unavailable = "" if state is State.SERVING else down
         set_health(self._health, serving=state is State.SERVING)
         if state is State.FAILED:
             set_alive(self._health, alive=False)
@@ -148,7 +174,7 @@ class ScorerServer:
             raise PortInUse(f"cannot listen on {self.config.host}:{self.config.http_port} for HTTP: {e}") from None
         sock.listen(2048)  # listening before start() returns: uvicorn's own listen comes later, in its thread
         self.http_port = sock.getsockname()[1]
-        app = create_app(scorer, self.ready, self.config.auth_token)
+        app = create_app(scorer, self.ready, self.config.token)
         self._http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
         self._http_thread = threading.Thread(target=self._http.run, kwargs={"sockets": [sock]}, daemon=True)
         self._http_thread.start()
@@ -157,6 +183,8 @@ class ScorerServer:
         """Stop accepting calls, let in-flight ones finish within `grace` seconds, release everything."""
         if self._stopped.is_set():
             return
+        if self.follower is not None:
+            self.follower.stop()
         if self.supervisor is not None:
             self.supervisor.stop()
         if self._health is not None:
@@ -167,10 +195,7 @@ class ScorerServer:
             self._http.should_exit = True
             if self._http_thread:
                 self._http_thread.join(timeout=10)
-        if self.backend is not None:
-            self.backend.close()
-        if self.host is not None:
-            self.host.stop()
+        self.models.close()
         self._stopped.set()
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -184,8 +209,12 @@ class ScorerServer:
         self.stop()
 
 
-def serve(config: ScorerConfig) -> None:
-    """Run until SIGTERM or SIGINT, then drain gracefully."""
+def serve(config: ScorerConfig, on_serving: Callable[[ScorerServer], object] | None = None) -> None:
+    """Run until SIGTERM or SIGINT, then drain gracefully.
+
+    `on_serving(server)` is called once both ports are bound (`server.grpc_port`, `server.http_port`):
+    the command line announces them there, since a service does not print.
+    """
     server = ScorerServer(config).start()
 
     def drain(signum: int, frame: Any) -> None:
@@ -194,8 +223,8 @@ def serve(config: ScorerConfig) -> None:
 
     signal.signal(signal.SIGTERM, drain)
     signal.signal(signal.SIGINT, drain)
-    http = f"{config.host}:{server.http_port}" if config.http_port >= 0 else "off"
-    print(f"serving: gRPC {config.host}:{server.grpc_port}  HTTP {http}", flush=True)
+    if on_serving is not None:
+        on_serving(server)
     while not server.wait(0.5):
         if server.failed.is_set():
             log.error("the model backend could not be restarted: stopping, for a fresh process to take over")

@@ -46,15 +46,15 @@ def score_args(request: reward_pb2.ScoreRequest) -> ScoreArgs:
 class RewardServicer:
     """The methods of cheems.v1.RewardService (registered through `checked_handler`)."""
 
-    def __init__(self, scorer: Scorer, model_name: str) -> None:
-        self.scorer, self.model_name = scorer, model_name
+    def __init__(self, scorer: Scorer) -> None:
+        self.scorer = scorer
 
     def _encode(self, request: reward_pb2.ScoreRequest, s: Scores) -> reward_pb2.ScoreResponse:
         return reward_pb2.ScoreResponse(
             scores=s.scores,
             best_index=s.best_index,
             truncated=s.truncated,
-            model=self.model_name,
+            model=s.model,
             request_id=request.request_id,
             timings=reward_pb2.Timings(queue_ms=s.queue_ms, inference_ms=s.inference_ms, total_ms=s.total_ms),
         )
@@ -64,8 +64,8 @@ class RewardServicer:
         length for certain (truncation "error" only; under left/right it is parsed and clipped)."""
         scorer = self.scorer
         max_bytes = 4 * scorer.char_budget  # at least bytes/4 characters
-        if len(raw) <= max_bytes or scorer.config.truncation != "error" or method == "GetModelInfo":
-            return
+        if len(raw) <= max_bytes or scorer.config.truncation != "error" or method == "GetModelInfo" or not max_bytes:
+            return  # (no budget before the first model is loaded: the call fails as UNAVAILABLE)
         found = oversized_text(raw, f"{method}Request", max_bytes)
         if found is not None:
             path, size = found
@@ -116,13 +116,17 @@ class RewardServicer:
         return self._call("ScoreBatch", context, work)
 
     def GetModelInfo(self, request: reward_pb2.ModelInfoRequest, context: grpc.ServicerContext) -> reward_pb2.ModelInfo:
-        config = self.scorer.config
+        config, models = self.scorer.config, self.scorer.models
+        current = models.current
         return reward_pb2.ModelInfo(
-            name=self.model_name,
-            backend=self.scorer.backend.name,
+            name=current.ref.name if current else "",
+            backend=current.backend.name if current else config.backend,
             max_length=config.max_length,
             max_responses=config.max_responses,
             truncation=config.truncation,
+            model_id=current.ref.model_id if current else "",
+            model_path=current.ref.path if current else "",
+            follow_error=models.follow_error,
         )
 
 
@@ -148,10 +152,10 @@ class BearerAuth(grpc.ServerInterceptor):
         return self._deny
 
 
-def create_server(config: ScorerConfig, scorer: Scorer, model_name: str) -> tuple[grpc.Server, int, Any]:
+def create_server(config: ScorerConfig, scorer: Scorer) -> tuple[grpc.Server, int, Any]:
     """(server, bound port, health servicer). Health says NOT_SERVING until `set_health`; PortInUse
     when the port is taken."""
-    interceptors = [BearerAuth(config.auth_token)] if config.auth_token else []
+    interceptors = [BearerAuth(config.token)] if config.token else []
     options = [
         *SERVER_OPTIONS,
         ("grpc.max_receive_message_length", config.max_message_bytes),
@@ -160,7 +164,7 @@ def create_server(config: ScorerConfig, scorer: Scorer, model_name: str) -> tupl
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.workers), interceptors=interceptors, options=options
     )
-    servicer = RewardServicer(scorer, model_name)
+    servicer = RewardServicer(scorer)
     server.add_generic_rpc_handlers((checked_handler(servicer, SERVICE_DESCRIPTOR, servicer.inspect),))
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -2,25 +2,26 @@
 
 The gRPC servicer and the HTTP app call `Scorer`; they only decode and encode. Every call carries
 one `Deadline`: tokenizing and each round of inference check it (and whether the caller is still
-there), so work for a caller who has gone is dropped instead of computed.
+there), so work for a caller who has gone is dropped instead of computed. Every call leases the
+model served now (`served.ModelSlot`) once and uses it to its end, so a switch (`cheems serve
+--follow`) never mixes two models in one reply, and the reply names the model that scored.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
 
 from cheems.chat import Encoded
-from services.scorer.backends import Backend
 from services.scorer.config import ScorerConfig
 from services.scorer.deadline import Deadline, always
 from services.scorer.errors import BackendUnavailable, ScorerError
+from services.scorer.served import ModelSlot, ServedModel
 from services.scorer.telemetry import ScorerMetrics
-from services.scorer.tokenization import ScoreJob, best_index, longest_token, make_job, query_text, tokenize_job
+from services.scorer.tokenization import ScoreJob, best_index, make_job, query_text, tokenize_job
 from services.scorer.tokenization import tokenize_texts as tokenize_queries
-from services.scorer.tokenizer_pool import TokenizerPool
 
 ROUND = 4  # inference rounds hold this many Triton batches; the deadline and the caller are checked between
 
@@ -43,6 +44,7 @@ class Scores:
     queue_ms: float
     inference_ms: float
     total_ms: float
+    model: str = ""  # the id of the model that scored
 
 
 @dataclass(frozen=True)
@@ -50,15 +52,20 @@ class QueryScores:
     rewards: list[float]
     query_tokens: list[int]
     truncated: list[bool]
+    model: str = ""
 
 
 class Scorer:
-    def __init__(self, config: ScorerConfig, backend: Backend, tokenizer: Any, metrics: ScorerMetrics) -> None:
-        self.config, self.backend, self.tokenizer, self.metrics = config, backend, tokenizer, metrics
-        self.tokenizers = TokenizerPool(tokenizer)
-        self.tokenizers.warm()
-        self.char_budget = config.max_length * longest_token(tokenizer)
+    def __init__(self, config: ScorerConfig, models: ModelSlot, metrics: ScorerMetrics) -> None:
+        """`models` holds the model served now; each call leases it once and uses it to its end."""
+        self.config, self.models, self.metrics = config, models, metrics
         self.unavailable = ""  # set while the backend is known to be down (the reason); calls fail fast
+
+    @property
+    def char_budget(self) -> int:
+        """Characters a text may have before it is over `max_length` for certain (0 before a model is loaded)."""
+        current = self.models.current
+        return current.char_budget if current is not None else 0
 
     def deadline(self, remaining: float | None = None, is_active: Callable[[], bool] = always) -> Deadline:
         """The deadline of a call: the caller's, capped at `max_call_seconds`."""
@@ -75,16 +82,17 @@ class Scorer:
         deadline = deadline or self.deadline()
         started = time.perf_counter()
         encoded: list[list[Encoded]] = []
-        for i, item in enumerate(items):
-            deadline.check("tokenizing")
-            try:
-                encoded.append(self._tokenize(item))
-            except ScorerError as e:
-                raise type(e)(f"items[{i}]: {e}" if len(items) > 1 else str(e)) from e
-        flat = [e.input_ids for job in encoded for e in job]
-        inference_started = time.perf_counter()
-        self.metrics.queue.observe(inference_started - started)
-        values = self._infer(flat, deadline)
+        with self._lease() as model:
+            for i, item in enumerate(items):
+                deadline.check("tokenizing")
+                try:
+                    encoded.append(self._tokenize(model, item))
+                except ScorerError as e:
+                    raise type(e)(f"items[{i}]: {e}" if len(items) > 1 else str(e)) from e
+            flat = [e.input_ids for job in encoded for e in job]
+            inference_started = time.perf_counter()
+            self.metrics.queue.observe(inference_started - started)
+            values = self._infer(model, flat, deadline)
         done = time.perf_counter()
         out, start = [], 0
         for job in encoded:
@@ -98,6 +106,7 @@ class Scorer:
                     (inference_started - started) * 1e3,
                     (done - inference_started) * 1e3,
                     (done - started) * 1e3,
+                    model.ref.model_id,
                 )
             )
         return out
@@ -107,24 +116,34 @@ class Scorer:
 
         The same length policy as Score: over max_length is an error, or cut when truncation is set."""
         deadline = deadline or self.deadline()
-        eos = self.tokenizer.eos_token or ""
-        texts = [query_text(q, self.tokenizer.pad_token, eos) for q in queries]
-        deadline.check("tokenizing")
-        with self.tokenizers.lease() as tokenizer:
-            encoded = tokenize_queries(
-                tokenizer, texts, self.config.max_length, self.config.truncation_policy, self.char_budget, "query"
-            )
-        values = self._infer([e.input_ids for e in encoded], deadline)
-        return QueryScores(values, [len(e.input_ids) for e in encoded], [e.truncated for e in encoded])
+        with self._lease() as model:
+            eos = model.tokenizer.eos_token or ""
+            texts = [query_text(q, model.tokenizer.pad_token, eos) for q in queries]
+            deadline.check("tokenizing")
+            with model.tokenizers.lease() as tokenizer:
+                encoded = tokenize_queries(
+                    tokenizer, texts, self.config.max_length, self.config.truncation_policy, model.char_budget, "query"
+                )
+            values = self._infer(model, [e.input_ids for e in encoded], deadline)
+        return QueryScores(
+            values, [len(e.input_ids) for e in encoded], [e.truncated for e in encoded], model.ref.model_id
+        )
 
-    def _tokenize(self, item: ScoreArgs) -> list[Encoded]:
+    def _lease(self) -> AbstractContextManager[ServedModel]:
+        """The model this call uses from start to end; fails fast while the backend is known to be down."""
+        if self.unavailable:
+            raise BackendUnavailable(self.unavailable)
+        return self.models.lease()
+
+    def _tokenize(self, model: ServedModel, item: ScoreArgs) -> list[Encoded]:
         job: ScoreJob = make_job(
             item.prompt, item.responses, item.system_prompt, item.history, self.config.max_responses
         )
-        with self.tokenizers.lease() as tokenizer:
-            return tokenize_job(tokenizer, job, self.config.max_length, self.config.truncation_policy, self.char_budget)
+        config = self.config
+        with model.tokenizers.lease() as tokenizer:
+            return tokenize_job(tokenizer, job, config.max_length, config.truncation_policy, model.char_budget)
 
-    def _infer(self, sequences: list[list[int]], deadline: Deadline) -> list[float]:
+    def _infer(self, model: ServedModel, sequences: list[list[int]], deadline: Deadline) -> list[float]:
         """Backend scores in rounds; between rounds the deadline and the caller are checked."""
         if self.unavailable:
             raise BackendUnavailable(self.unavailable)
@@ -133,6 +152,6 @@ class Scorer:
         values: list[float] = []
         for start in range(0, len(sequences), step):
             left = deadline.check("inference")
-            values += self.backend.score(sequences[start : start + step], left)
+            values += model.backend.score(sequences[start : start + step], left)
         self.metrics.responses.inc(len(sequences))
         return values

@@ -65,8 +65,12 @@ class TritonHost:
     `stop` leaves no process behind: what is left of the server's tree after PyTriton's own stop
     (Python-backend stubs orphaned by a killed server) is killed."""
 
-    def __init__(self, model_dir: str, name: str, device: str, max_batch_size: int, queue_delay_us: int) -> None:
+    def __init__(
+        self, model_dir: str, name: str, device: str, max_batch_size: int, queue_delay_us: int, tokenizer: Any = None
+    ) -> None:
+        """`tokenizer`: the checkpoint's, if loaded already (it is needed only while loading the model)."""
         self.model_dir, self.name, self.device = model_dir, name, device
+        self._tokenizer = tokenizer
         self.max_batch_size, self.queue_delay_us = max_batch_size, queue_delay_us
         self.triton: Any = None
         self.url = ""
@@ -101,7 +105,8 @@ class TritonHost:
         logging.getLogger("pytriton").setLevel(logging.WARNING)
         use_running_libpython()
         if self._model is None:
-            self._model, _ = load_model(self.model_dir)
+            self._model, _ = load_model(self.model_dir, tokenizer=self._tokenizer)
+            self._tokenizer = None
             self._model.to(self.device).eval()
         model = self._model
         grpc_port = free_port()

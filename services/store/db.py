@@ -14,9 +14,14 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
+from cheems.credentials import hide_password
+from cheems.settings import Settings
+from services.store.errors import DatabaseUnreachable, InvalidRecord
+
+DEFAULT_DATABASE_URL: str = Settings.model_fields["database_url"].default  # the one default (CHEEMS_DATABASE_URL)
 log = logging.getLogger(__name__)
 
 
@@ -30,16 +35,16 @@ class StoreConfig:
     echo: log every SQL statement (at INFO, through the `sqlalchemy.engine` logger).
     """
 
-    url: str = "sqlite:///cheems.db"
+    url: str = DEFAULT_DATABASE_URL
     echo: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.url, str) or not self.url.strip():
-            raise ValueError(f"StoreConfig.url: expected a database URL, got {self.url!r}")
+            raise InvalidRecord(f"StoreConfig.url: expected a database URL, got {hide_password(str(self.url))!r}")
         try:
             make_url(self.url)
-        except ArgumentError as exc:
-            raise ValueError(f"StoreConfig.url: not a database URL: {self.url!r}") from exc
+        except ArgumentError:
+            raise InvalidRecord(f"StoreConfig.url: not a database URL: {hide_password(self.url)!r}") from None
         if not isinstance(self.echo, bool):
             raise ValueError(f"StoreConfig.echo: expected a bool, got {self.echo!r}")
 
@@ -70,7 +75,7 @@ def create_engine_for(config: StoreConfig) -> Engine:
             pool_pre_ping=True,  # survive server restarts and idle disconnects
             pool_recycle=1800,
         )
-    log.debug("engine for %s", engine.url.render_as_string(hide_password=True))
+    log.debug("engine for %s", hide_password(config.url))
     return engine
 
 
@@ -89,6 +94,16 @@ def _sqlite_begin(connection: Connection) -> None:
     # transactions doing that at once deadlock, and SQLite fails one with "database is locked" at once
     # instead of waiting. Taking the lock first makes writers queue (up to the timeout) instead.
     connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def connect(engine: Engine) -> Connection:
+    """A connection, or DatabaseUnreachable naming the URL (password hidden) and the driver's first line."""
+    try:
+        return engine.connect()
+    except (OperationalError, InterfaceError) as e:
+        why = str(e.orig or e).strip().splitlines()[0] if str(e.orig or e).strip() else type(e).__name__
+        url = engine.url.render_as_string(hide_password=True)
+        raise DatabaseUnreachable(f"cannot connect to the database at {url}: {why}") from None
 
 
 @contextmanager

@@ -35,3 +35,23 @@ class TaskClosed(StoreError, errors.Conflict):
 
 class Conflict(StoreError, errors.Conflict):
     """An idempotency key (annotation id, response key) was reused with other content."""
+
+
+class DatabaseUnreachable(StoreError, errors.InvalidInput):
+    """No connection to the database the URL names (wrong host, port, name or credentials, or it is down).
+
+    An input error at the edges (exit 2): a command given a URL it cannot use stops at once, naming it."""
+
+    reason = "database_unreachable"
+
+
+class UnknownDataset(StoreError, errors.NotFound):
+    """No dataset has this id."""
+
+
+class UnknownTraining(StoreError, errors.NotFound):
+    """No training has this id."""
+
+
+class UnknownModel(StoreError, errors.NotFound):
+    """No registered model has this id."""

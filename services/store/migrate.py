@@ -1,10 +1,11 @@
 """Runs the store's Alembic migrations from code (no alembic.ini): the only way its tables are made.
 
-    python -m services.store.migrate upgrade [URL]            # to the newest revision; URL defaults to sqlite:///cheems.db
+    python -m services.store.migrate upgrade [URL]            # to the newest revision
     python -m services.store.migrate sql [URL]                # print the upgrade SQL instead (offline mode)
     python -m services.store.migrate revision URL -m MESSAGE  # autogenerate the next revision from models.py
 
-`revision` compares models.py with a database already at the newest revision and writes
+URL defaults to CHEEMS_DATABASE_URL (`cheems.settings`). `revision` compares models.py with a
+database already at the newest revision and writes
 migrations/versions/vNNNN_<message>.py; read it before committing.
 """
 
@@ -22,7 +23,9 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
-from services.store.db import StoreConfig, create_engine_for
+from cheems.credentials import hide_password
+from cheems.settings import Settings
+from services.store.db import DEFAULT_DATABASE_URL, StoreConfig, connect, create_engine_for
 
 MIGRATIONS = Path(__file__).resolve().with_name("migrations")
 log = logging.getLogger(__name__)
@@ -43,7 +46,7 @@ def _connected(url: str) -> Iterator[Config]:
     """A Config carrying an open transaction on `url`, which env.py migrates; committed at the end."""
     engine = create_engine_for(StoreConfig(url))
     try:
-        with engine.begin() as connection:
+        with connect(engine) as connection, connection.begin():
             config = alembic_config(url)
             config.attributes["connection"] = connection
             yield config
@@ -66,7 +69,7 @@ def upgrade(url: str, revision: str = "head") -> None:
         if connection.dialect.name == "postgresql":
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         command.upgrade(config, revision)
-    log.info("store at %s is at revision %s", url, revision)
+    log.info("store at %s is at revision %s", hide_password(url), revision)
 
 
 def upgrade_sql(url: str, revision: str = "head") -> None:
@@ -78,7 +81,7 @@ def current_revision(url: str) -> str | None:
     """The revision the database at `url` is at (None before the first upgrade)."""
     engine = create_engine_for(StoreConfig(url))
     try:
-        with engine.connect() as connection:
+        with connect(engine) as connection:
             return MigrationContext.configure(connection).get_current_revision()
     finally:
         engine.dispose()
@@ -101,7 +104,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         prog="python -m services.store.migrate", description="Run or write the store's migrations."
     )
     parser.add_argument("action", choices=("upgrade", "sql", "revision"))
-    parser.add_argument("url", nargs="?", default=StoreConfig().url)
+    parser.add_argument(
+        "url",
+        nargs="?",
+        default=Settings().database_url,
+        help=f"default: CHEEMS_DATABASE_URL, else {DEFAULT_DATABASE_URL}",
+    )
     parser.add_argument("-m", "--message", help="what the new revision does (revision only)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

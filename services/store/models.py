@@ -9,7 +9,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, CheckConstraint, DateTime, ForeignKey, MetaData, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING_CONVENTION = {
@@ -45,7 +56,7 @@ class Base(DeclarativeBase):
 
 
 class Prompt(Base):
-    """A prompt; its id is the sha256 of (system prompt, text), so the same prompt is stored once."""
+    """A prompt in context; its id is the sha256 of (system prompt, text[, history]), so it is stored once."""
 
     __tablename__ = "prompts"
 
@@ -55,6 +66,8 @@ class Prompt(Base):
     category: Mapped[list[Any]]
     source: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # earlier turns [{"role", "content"}], oldest first; NULL (not JSON null) when there are none
+    history: Mapped[list[Any] | None] = mapped_column(JSON(none_as_null=True))
 
 
 class Response(Base):
@@ -74,7 +87,11 @@ class AnnotationTask(Base):
     """A group of responses (three for humans, two for AI judges) waiting for annotations."""
 
     __tablename__ = "annotation_tasks"
-    __table_args__ = (_one_of("kind", TASK_KINDS), _one_of("status", TASK_STATUSES))
+    __table_args__ = (
+        _one_of("kind", TASK_KINDS),
+        _one_of("status", TASK_STATUSES),
+        Index("ix_annotation_tasks_status_created_at", "status", "created_at"),  # ListTasks: open, oldest first
+    )
 
     id: Mapped[str] = mapped_column(String(KEY), primary_key=True)
     prompt_id: Mapped[str] = mapped_column(ForeignKey("prompts.id"), index=True)
@@ -145,6 +162,7 @@ class EvalRun(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     # Bins of the calibration error the result is computed with; runs stored before revision 0003 had 5.
     ece_bins: Mapped[int] = mapped_column(default=5, server_default="5")
+    model_id: Mapped[str | None] = mapped_column(String(64))  # the registered model evaluated, when one
 
 
 class EvalScore(Base):
@@ -156,3 +174,75 @@ class EvalScore(Base):
     item: Mapped[str] = mapped_column(String(KEY), primary_key=True)  # "<subset>:<index>"
     response_ids: Mapped[list[Any]]
     scores: Mapped[list[Any]]
+
+
+TRAINING_STATES = ("pending", "running", "succeeded", "failed", "cancelled")
+LAUNCHERS = ("local", "kubernetes")
+
+
+class Dataset(Base):
+    """A content-hashed snapshot of resolved rankings as training data; the same file is the same dataset."""
+
+    __tablename__ = "datasets"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)  # sha256 of the file's bytes
+    recipe: Mapped[str] = mapped_column(String(64))
+    path: Mapped[str] = mapped_column(Text)
+    prompts: Mapped[int]
+    pairs: Mapped[int]
+    rankings: Mapped[int]  # resolved rankings it was made from
+    supervisor_model_id: Mapped[str | None] = mapped_column(String(64))  # distant supervision's model
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Training(Base):
+    """A training run: what it trains on, where it runs, how far it got; `handle` is what a restarted
+    training service re-attaches to (a local process group, or a Kubernetes Job's name)."""
+
+    __tablename__ = "trainings"
+    __table_args__ = (_one_of("state", TRAINING_STATES), _one_of("launcher", LAUNCHERS))
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"))
+    recipe: Mapped[str] = mapped_column(String(64))
+    overrides: Mapped[dict[str, Any]]
+    state: Mapped[str] = mapped_column(String(16), default="pending")
+    launcher: Mapped[str] = mapped_column(String(16))
+    out_dir: Mapped[str] = mapped_column(Text)
+    handle: Mapped[str | None] = mapped_column(Text)
+    step: Mapped[int] = mapped_column(default=0)
+    total_steps: Mapped[int] = mapped_column(default=0)
+    loss: Mapped[float | None]
+    overall: Mapped[float | None]
+    model_id: Mapped[str | None] = mapped_column(String(64))
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class RegisteredModel(Base):
+    """A reward model a training run exported: a standard AutoModelForSequenceClassification directory."""
+
+    __tablename__ = "models"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    path: Mapped[str] = mapped_column(Text)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"))
+    recipe: Mapped[str] = mapped_column(String(64))
+    dataset_recipe: Mapped[str] = mapped_column(String(64))
+    training_id: Mapped[str] = mapped_column(ForeignKey("trainings.id"), unique=True)
+    overall: Mapped[float | None]  # CheemsBench overall at the end of training, when evaluated there
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class OutboxEvent(Base):
+    """An event written in the same transaction as the change it announces, published to Kafka after the
+    commit and then deleted (a transactional outbox: a stored change's event is never lost, at worst sent twice)."""
+
+    __tablename__ = "outbox"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)  # publishing order
+    topic: Mapped[str] = mapped_column(String(200))
+    key: Mapped[str] = mapped_column(Text)
+    value: Mapped[bytes] = mapped_column(LargeBinary)  # the serialized event, its header (event id) filled
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -46,6 +46,7 @@ from services.store.models import (
 )
 from services.store.validate import prompt_id_for, task_id_for
 
+_MAX_REASON = 2000  # characters of a failed run's reason that are kept
 _ANNOTATION_FIELDS = ("prompt_id", "task_id", "annotator", "kind", "result", "discarded")
 
 
@@ -57,22 +58,31 @@ def add_sample(
     system_prompt: str | None = None,
     source: str = "",
     models: Mapping[str, str] | None = None,
+    history: Sequence[tuple[str, str]] = (),
 ) -> tuple[str, bool]:
-    """Store a prompt and its responses; returns (prompt id, whether anything new was stored).
+    """Store a prompt in context and its responses; returns (prompt id, whether anything new was stored).
 
     Adding the same sample again stores nothing. Known prompts gain only the response keys they lack
     (their category and source stay as first stored); a known key with other content raises Conflict.
-    `models` names the model behind each response key, where known.
+    `models` names the model behind each response key, where known; `history` holds the earlier turns
+    as (role, content), oldest first. Text the database cannot hold (NUL) raises InvalidRecord first.
     """
     pairs = v.response_pairs(responses)
     category = v.strings("category", category)
-    pid = prompt_id_for(prompt, system_prompt)
+    turns = v.turns("history", history)
+    row = {
+        "text": v.text("prompt", prompt),
+        "system_prompt": None if system_prompt is None else v.text("system_prompt", system_prompt),
+        "category": category,
+        "source": v.text("source", source),
+        "history": turns or None,
+    }
+    pid = prompt_id_for(prompt, system_prompt, turns)
     stored = responses_for(session, pid)
     for rkey, content in pairs.items():
         if stored.get(rkey, content) != content:
             raise Conflict(f"prompt {pid}: response {rkey!r} is already stored with other content")
-    row = {"id": pid, "text": prompt, "system_prompt": system_prompt, "category": category, "source": source}
-    created = _insert_new(session, Prompt, row)
+    created = _insert_new(session, Prompt, {"id": pid, **row})
     for rkey in (k for k in pairs if k not in stored):  # in the order given
         model = (models or {}).get(rkey)
         created |= _insert_new(
@@ -210,11 +220,18 @@ def record_export(session: Session, kind: str, path: str, records: int, sha256: 
 
 
 def create_run(
-    session: Session, bench_files: Sequence[str], scorer_url: str, semantics: str, ece_bins: int, items_total: int
+    session: Session,
+    bench_files: Sequence[str],
+    scorer_url: str,
+    semantics: str,
+    ece_bins: int,
+    items_total: int,
+    model_id: str | None = None,
 ) -> str:
-    """Record a new evaluation run, state "running"; returns its id."""
+    """Record a new evaluation run, state "running"; returns its id. `model_id`: the registered model it evaluates."""
     values: dict[str, Any] = {"bench_files": v.strings("bench_files", [str(f) for f in bench_files])}
     values |= {"scorer_url": scorer_url, "semantics": semantics, "ece_bins": v.count("ece_bins", ece_bins, minimum=1)}
+    values["model_id"] = model_id or None
     session.add(run := EvalRun(id=uuid.uuid4().hex, items_total=v.count("items_total", items_total), **values))
     return run.id
 
@@ -224,6 +241,11 @@ def get_run(session: Session, run_id: str) -> EvalRun:
     if (run := session.get(EvalRun, run_id)) is None:
         raise UnknownRun(f"no run {run_id!r}")
     return run
+
+
+def runs_of_model(session: Session, model_id: str) -> list[EvalRun]:
+    """The evaluation runs of a registered model, oldest first (none before its first run)."""
+    return list(session.scalars(select(EvalRun).where(EvalRun.model_id == model_id).order_by(EvalRun.created_at)))
 
 
 def record_scores(session: Session, run_id: str, item: str, scores: Mapping[str, float]) -> bool:
@@ -250,6 +272,23 @@ def end_run(session: Session, run_id: str, result: Mapping[str, Any] | None) -> 
         return False
     run.result, run.state = (None, "failed") if result is None else (v.json_value("result", dict(result)), "succeeded")
     return True
+
+
+def fail_run(session: Session, run_id: str, reason: str) -> bool:
+    """A running run ends "failed", `reason` kept as its result {"error": reason}; False if it had ended already."""
+    if (run := get_run(session, run_id)).state != "running":
+        return False
+    # the reason may quote bad input: no lone surrogate may reach the database (it could not encode it)
+    text = reason.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")[:_MAX_REASON]
+    run.result, run.state = {"error": text}, "failed"
+    return True
+
+
+def run_failure(run: EvalRun) -> str | None:
+    """Why a failed run failed, as `fail_run` stored it (None for a run that did not fail, or failed without one)."""
+    if run.state != "failed" or not isinstance(run.result, dict):
+        return None
+    return str(run.result.get("error") or "") or None
 
 
 def _insert_new(session: Session, model: type[Base], values: dict[str, Any]) -> bool:

@@ -24,9 +24,29 @@ def digest(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-def prompt_id_for(text: str, system_prompt: str | None = None) -> str:
-    """A prompt's id: the content hash of (system prompt, text)."""
-    return digest(system_prompt, text)
+def prompt_id_for(text: str, system_prompt: str | None = None, history: Sequence[Mapping[str, str]] = ()) -> str:
+    """A prompt's id: the content hash of (system prompt, text), and of the earlier turns when there are any
+    (so the ids of prompts without history are what they always were)."""
+    if not history:
+        return digest(system_prompt, text)
+    return digest(system_prompt, text, [[turn["role"], turn["content"]] for turn in history])
+
+
+def text(field: str, value: Any) -> str:
+    """A string a text column can hold on every backend: PostgreSQL refuses NUL (U+0000) in text."""
+    if not isinstance(value, str):
+        raise InvalidRecord(f"{field}: expected a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidRecord(f"{field}: contains a NUL character (U+0000), which the database cannot store")
+    return value
+
+
+def turns(field: str, history: Iterable[tuple[str, str]]) -> list[dict[str, str]]:
+    """Earlier turns of a conversation, (role, content) each, as the JSON the store keeps."""
+    out = []
+    for i, (role, content) in enumerate(history):
+        out.append({"role": key(f"{field}[{i}].role", role), "content": text(f"{field}[{i}].content", content)})
+    return out
 
 
 def task_id_for(prompt_id: str, keys: Iterable[str]) -> str:
@@ -63,7 +83,7 @@ def sha256_hex(field: str, value: Any) -> str:
 def strings(field: str, values: Any) -> list[str]:
     if isinstance(values, str) or not isinstance(values, Sequence) or not all(isinstance(v, str) for v in values):
         raise InvalidRecord(f"{field}: expected a list of strings, got {values!r}")
-    return list(values)
+    return [text(f"{field}[{i}]", v) for i, v in enumerate(values)]
 
 
 def response_pairs(responses: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -71,8 +91,7 @@ def response_pairs(responses: Iterable[tuple[str, str]]) -> dict[str, str]:
     out: dict[str, str] = {}
     for i, (rkey, content) in enumerate(responses):
         key(f"responses[{i}].key", rkey)
-        if not isinstance(content, str):
-            raise InvalidRecord(f"responses[{i}].content: expected a string, got {type(content).__name__}")
+        text(f"responses[{i}].content", content)
         if out.get(rkey, content) != content:
             raise InvalidRecord(f"responses[{i}]: key {rkey!r} given twice with different content")
         out[rkey] = content

@@ -111,7 +111,7 @@ PAIRWISE_MALFORMED = [
     pytest.param(pairwise(GOOD_A, OK, True), "preference", id="preference-true"),
     pytest.param(pairwise(GOOD_A, OK, None), "preference", id="preference-null"),
     pytest.param(pairwise(GOOD_A, OK, 1.5), "preference", id="preference-1.5"),
-    pytest.param(pairwise(GOOD_A, GOOD_A, 1), "preference", id="same-answer-twice"),
+    pytest.param(pairwise(GOOD_A, GOOD_A, 1), "answer2", id="same-answer-twice"),
     pytest.param(pairwise(GOOD_A, 7, 1), "answer2", id="answer2-not-str"),
     pytest.param(_without(pairwise(GOOD_A, OK, 1), "input"), "input", id="missing-input"),
     # A line that clearly means the pairwise layout but lacks one of its fields should name that field.
@@ -163,25 +163,35 @@ def test_dict_annotation_bad_preference_names_annotation(tmp_path: Path) -> None
     assert (err.line, err.field) == (3, "annotations[1].preference")
 
 
-def test_lines_merge_across_layouts_and_distance(tmp_path: Path) -> None:
+def test_lines_merge_across_layouts_by_prompt_in_context(tmp_path: Path) -> None:
     path = write_lines(
         tmp_path / "pref.jsonl",
         [
             annotated([["a", "b", "1"]], category=["闲聊"]),
             pairwise(GOOD_A, GOOD_B, text="别的问题"),
-            # no responses: refers to ids declared on line 1
-            {"input": "你好吗？", "annotations": [["c", "a", "1"]], "sys_prompt": "你是一个助手。"},
+            {"input": "你好吗？", "responses": [{"id": "c", "content": OK}], "note": "无偏好"},  # samples: no pair
             pairwise(BAD, OK, 2),
+            # the same text under a system prompt is another prompt
+            {**annotated([["c", "a", "1"]]), "sys_prompt": "你是一个助手。"},
         ],
     )
-    first, second = read_preference(path)
+    first, second, third = read_preference(path)
     assert first.input == "你好吗？"
     # the pairwise line knows OK only by its md5, so it is added beside "c" with the same text
     assert [r.id for r in first.responses] == ["a", "b", "c", md5(BAD), md5(OK)]
-    assert first.pairs == (("a", "b"), ("c", "a"), (md5(OK), md5(BAD)))
-    assert first.extra == {"category": ["闲聊"], "sys_prompt": "你是一个助手。"}
+    assert first.pairs == (("a", "b"), (md5(OK), md5(BAD)))
+    assert first.extra == {"category": ["闲聊"], "note": "无偏好"}
     assert second.input == "别的问题"
     assert second.extra == {}
+    assert (third.input, third.pairs, third.extra) == ("你好吗？", (("c", "a"),), {"sys_prompt": "你是一个助手。"})
+
+
+def test_an_annotation_names_only_responses_of_its_own_line(tmp_path: Path) -> None:
+    lines = [annotated([["a", "b", "1"]]), {"input": "你好吗？", "responses": [{"id": "d", "content": BAD}],
+             "annotations": [["d", "a", "1"]]}]  # fmt: skip
+    err = read_error(write_lines(tmp_path / "pref.jsonl", lines))
+    assert (err.line, err.field) == (2, "annotations[0]")
+    assert "unknown response id 'a'" in str(err)
 
 
 def test_duplicate_pairs_kept_once(tmp_path: Path) -> None:
@@ -224,14 +234,8 @@ ANNOTATION_MALFORMED = [
     pytest.param(annotated([["a", "b", "1", "1"]]), "annotations[0]", "expected [chosen_id", id="too-long"),
     pytest.param(annotated([["a", 2, "1"]]), "annotations[0]", "expected [chosen_id", id="id-not-str"),
     pytest.param(annotated(["a>b"]), "annotations[0]", "expected [chosen_id", id="string-annotation"),
-    pytest.param(annotated({"a": "b"}), "annotations", "expected a list", id="annotations-not-list"),
-    pytest.param(
-        {"input": "你好吗？", "responses": [{"id": "a", "content": GOOD_A}]},
-        None,
-        "needs answer1/answer2/preference or responses/annotations",
-        id="neither-layout",
-    ),
-    pytest.param({"input": "你好吗？"}, None, "needs answer1", id="only-input"),
+    pytest.param(annotated({"a": "b"}), "annotations", "expected list", id="annotations-not-list"),
+    pytest.param({"input": "你好吗？"}, None, "no known layout fits the fields (input); accepted:", id="only-input"),
     pytest.param(
         {**annotated([]), "responses": [{"id": "a", "content": GOOD_A}, {"id": "a", "content": GOOD_B}]},
         "responses[1].id",

@@ -6,11 +6,16 @@ processes, one killed mid-run) and the in-process driver behind `cheems eval --v
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,17 +23,20 @@ from sqlalchemy import Engine, select
 
 from cheems.cheemsbench import BenchItem, read_bench
 from cheems.rewards_file import write_rewards
-from evaluator.driver import evaluate_via_kafka
+from cheems.v1 import evaluation_pb2
+from evaluator.driver import evaluate_via_kafka, wait_for_run
+from evaluator.errors import RunFailed
 from evaluator.evaluate import DEFAULT_OPTIONS, EvalOptions, evaluate_files, load_subsets
 from evaluator.metrics import Semantics
 from evaluator.report import to_json
-from evaluator.runs import run_state, start_run
+from evaluator.runs import fail_run, run_message, run_state, start_run
 from evaluator.sink import ResultSink
 from evaluator.worker import ScoreWorker
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
 from services.scorer.runtime import ScorerServer
+from services.store import repository
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
 from services.store.models import EvalRun, EvalScore
@@ -204,3 +212,91 @@ def test_the_driver_returns_what_the_sink_stored_and_reads_the_bench_once(
         (run,) = session.scalars(select(EvalRun)).all()
     assert run.state == "succeeded" and run.ece_bins == 4
     assert to_json(result) == run.result
+
+
+def test_a_run_that_cannot_be_finished_fails_with_its_reason_and_the_sink_goes_on(
+    broker: EmbeddedBroker, scorer: ScorerServer, db: tuple[str, Engine], tmp_path: Path
+) -> None:
+    """A bench file broken on disk between StartRun and completion: a real sink process marks that run
+    failed, naming the file and line, keeps running and completes the next run (it used to die on it,
+    again on every restart, leaving every other run "running" for good)."""
+    url, engine = db
+    scorer_url = f"127.0.0.1:{scorer.grpc_port}"
+    doomed_file = tmp_path / "doomed" / "open.jsonl"
+    doomed_file.parent.mkdir()
+    shutil.copy(SAMPLE / "open.jsonl", doomed_file)
+    publisher = Publisher(broker.bootstrap)
+    doomed = start_run(engine, publisher, [str(doomed_file)], scorer_url)
+    good = start_run(engine, publisher, [str(SAMPLE / "human.jsonl")], scorer_url)
+    publisher.close()
+    first, *rest = doomed_file.read_bytes().splitlines(keepends=True)
+    broken = json.dumps({**json.loads(first), "category": ["推理"]}, ensure_ascii=False).replace("推理", "\\ud800")
+    doomed_file.write_bytes(broken.encode() + b"\n" + b"".join(rest))  # a lone surrogate: it passed StartRun before
+
+    cmd = [sys.executable, "-m", "cheems_cli", "service", "eval-sink", "--bootstrap", broker.bootstrap, "--db", url]
+    sink = subprocess.Popen(
+        [*cmd, "--health-port", "-1", "--group", f"sink-{doomed}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    worker = ScoreWorker(broker.bootstrap, scorer_url, group=f"workers-{doomed}")
+    try:
+        wait_for(
+            lambda: run_state(engine, good).state == "succeeded" and run_state(engine, doomed).state == "failed",
+            timeout=180,
+            step=lambda: worker.consumer.poll_once(200),
+            what=lambda: f"the runs {run_state(engine, doomed)[:3]} {run_state(engine, good)[:3]}",
+        )
+        assert sink.poll() is None  # the sink is still consuming
+    finally:
+        worker.close()
+        sink.send_signal(signal.SIGTERM)
+        _, stderr = sink.communicate(timeout=30)
+    failed = run_message(engine, doomed)
+    assert failed.error.startswith("the run could not be finished: ")
+    assert f"{doomed_file}:1: category[0]: a lone surrogate" in failed.error and not failed.HasField("result")
+    assert run_state(engine, doomed).result is None and run_state(engine, good).result is not None
+    assert f"run {doomed} could not be finished" in stderr.decode(errors="replace")
+
+
+@pytest.fixture
+def sink_only(broker: EmbeddedBroker, engine: Engine) -> Iterator[ResultSink]:
+    sink = ResultSink(broker.bootstrap, engine, group=f"sink-{uuid.uuid4().hex[:8]}")
+    yield sink
+    sink.close()
+
+
+def scored_run(engine: Engine, items: list[BenchItem], path: str) -> str:
+    """A run of `items` (the bench file `path`) whose every item has its scores stored."""
+    with session_scope(engine) as session:
+        run_id = repository.create_run(session, [path], "h:1", "paper", 5, len(items))
+        for index, item in enumerate(items):
+            scores = {r.id: float(-i) for i, r in enumerate(item.responses)}
+            repository.record_scores(session, run_id, f"{Path(path).stem}:{index}", scores)
+    return run_id
+
+
+def test_metrics_the_database_refuses_fail_the_run_and_the_next_run_completes(
+    engine: Engine, sink_only: ResultSink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The original poison, on SQLite and PostgreSQL: a category with a lone surrogate (what the reader let
+    through before) reached the stored metrics, and storing them raised UnicodeEncodeError at every restart."""
+    items = read_bench(SAMPLE / "open.jsonl")
+    poisoned = [replace(item, category=("\ud800",)) if i == 0 else item for i, item in enumerate(items)]
+    doomed, good = scored_run(engine, poisoned, "poisoned.jsonl"), scored_run(engine, items, "open.jsonl")
+    subsets = {"poisoned.jsonl": ("poisoned", poisoned), "open.jsonl": ("open", items)}
+    monkeypatch.setattr(  # the reader now refuses such a file: hand the sink what it read before
+        "evaluator.sink.load_subsets", lambda paths, cache: {subsets[p][0]: (p, subsets[p][1]) for p in paths}
+    )
+    assert sink_only.finish_if_complete(doomed) is None
+    failed = run_message(engine, doomed)
+    assert failed.state == evaluation_pb2.RUN_STATE_FAILED and "UnicodeEncodeError" in failed.error
+    assert sink_only.finish_if_complete(doomed) is None  # a redelivered score: the run stays failed, nothing raises
+    assert sink_only.finish_if_complete(good) is not None
+    assert run_state(engine, good).state == "succeeded"
+
+
+def test_the_driver_stops_at_a_failed_run_with_its_reason(engine: Engine) -> None:
+    with session_scope(engine) as session:
+        run_id = repository.create_run(session, ["open.jsonl"], "h:1", "paper", 5, 18)
+    assert fail_run(engine, run_id, "open.jsonl:3: rank: response id 'r2' has no rank")
+    with pytest.raises(RunFailed, match=r"open\.jsonl:3: rank: response id 'r2' has no rank"):
+        wait_for_run(engine, run_id, [], timeout=60, progress=False)  # not an hour of waiting

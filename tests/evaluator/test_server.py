@@ -4,6 +4,7 @@ and metrics, on SQLite and PostgreSQL; bad requests get INVALID_ARGUMENT/NOT_FOU
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 import uuid
@@ -116,6 +117,7 @@ def test_start_run_then_get_run_until_the_metrics_arrive(
         (["../open.jsonl"], "h:1", "bench_files[0]: '../open.jsonl' is not a file under the bench root"),
         (["open.jsonl", "/etc/hostname"], "h:1", "bench_files[1]: '/etc/hostname' is not a file under the bench root"),
         (["missing.jsonl"], "h:1", "bench_files[0]: no file 'missing.jsonl'"),
+        (["open.jsonl", "open\x00.jsonl"], "h:1", "bench_files[1]: 'open\\x00.jsonl' is not a file name"),
         (["open.jsonl"], "  ", "scorer_url: give the scorer's gRPC address"),
         (["open.jsonl", "bad.jsonl"], "h:1", "bad.jsonl:1"),
     ],
@@ -131,6 +133,56 @@ def test_bad_start_requests_are_invalid_and_store_nothing(
         assert session.scalar(select(func.count()).select_from(EvalRun)) == 0
     health = health_pb2_grpc.HealthStub(service[1]).Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
     assert health.status == health_pb2.HealthCheckResponse.SERVING  # still serving
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+BENCH_LINE = json.dumps(
+    {
+        "input": "谁最矮？",
+        "responses": [{"id": "r1", "content": "甲"}, {"id": "r2", "content": "丙"}],
+        "rank": {"r1": 2, "r2": 1},
+    },
+    ensure_ascii=False,
+).encode()[:-1]  # without its closing brace: each case adds its own last field
+
+
+@pytest.mark.parametrize(
+    ("last_field", "message"),
+    [
+        (b'"category": ["\\ud800"]', "poison.jsonl:2: category[0]: a lone surrogate"),
+        (b'"category": ["\xe6\x8e"]', "poison.jsonl:2: invalid UTF-8"),
+        (b'"category": ["x"], "deep": ' + DEEP, "poison.jsonl:2: invalid JSON (nested deeper than"),
+        (b'"category": ["x"], "n": ' + b"7" * 5000, "poison.jsonl:2: invalid JSON"),
+        (
+            b'"category": ["x"], "rank": {"r1": "' + b"1" * 5000 + b'", "r2": 1}',
+            "poison.jsonl:2: rank: rank of 'r1' is too long",
+        ),
+    ],
+)
+def test_a_hostile_bench_file_is_invalid_argument_naming_file_and_line(
+    engine: Engine, service: tuple[GrpcHost, grpc.Channel], bench_root: Path, last_field: bytes, message: str
+) -> None:
+    """What would fail later (a lone surrogate reaches the database when the run completes) is refused at StartRun."""
+    good = BENCH_LINE.replace("谁".encode(), "哪个".encode()) + ', "category": ["推理"]}\n'.encode()
+    (bench_root / "poison.jsonl").write_bytes(good + BENCH_LINE + b", " + last_field + b"}\n")
+    with pytest.raises(grpc.RpcError) as error:
+        stub(service[1]).StartRun(
+            evaluation_pb2.StartRunRequest(bench_files=["open.jsonl", "poison.jsonl"], scorer_url="h:1"), timeout=30
+        )
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT and reason(error.value) == "invalid_request"
+    assert message in (error.value.details() or "")
+    with session_scope(engine) as session:
+        assert session.scalar(select(func.count()).select_from(EvalRun)) == 0
+
+
+def test_a_failed_run_reports_why(engine: Engine, service: tuple[GrpcHost, grpc.Channel]) -> None:
+    with session_scope(engine) as session:
+        run_id = repository.create_run(session, ["tiny.jsonl"], "h:1", "paper", 5, 1)
+        assert repository.fail_run(session, run_id, "tiny.jsonl:1: category[0]: a lone surrogate \ud800")
+        assert not repository.fail_run(session, run_id, "again")  # the first reason stays
+    run = stub(service[1]).GetRun(evaluation_pb2.GetRunRequest(run_id=run_id), timeout=10)
+    assert run.state == evaluation_pb2.RUN_STATE_FAILED and not run.HasField("result")
+    assert run.error == "tiny.jsonl:1: category[0]: a lone surrogate \\ud800"  # stored and sent as valid text
 
 
 def test_bad_ece_bins_are_invalid_and_store_nothing(engine: Engine, service: tuple[GrpcHost, grpc.Channel]) -> None:

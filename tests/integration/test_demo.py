@@ -1,9 +1,11 @@
-"""The whole flow, as `make demo` runs it (fewer epochs): every service for real, then nothing left running."""
+"""`make demo`'s job through the services (one training, as the sample is tiny): every process real, the loop
+running by itself from annotations to an evaluated model, the scorer switching, and nothing left running."""
 
 from __future__ import annotations
 
 import json
-import os
+import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,24 +13,48 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_demo_runs_end_to_end_and_cleans_up(tmp_path: Path) -> None:
+def free_block(size: int = 100) -> int:
+    """The first port of `size` free ports in a row (the demo's services listen on a block)."""
+    for start in range(21000, 60000, size):
+        sockets = []
+        try:
+            for port in range(start, start + size):
+                s = socket.socket()
+                s.bind(("127.0.0.1", port))
+                sockets.append(s)
+            return start
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    raise RuntimeError("no free block of ports")
+
+
+def test_the_demo_runs_the_loop_through_the_services_and_stops_everything(tmp_path: Path) -> None:
     out = tmp_path / "demo"
-    env = {**os.environ, "OUT": str(out), "EPOCHS": "2", "BIN": str(Path(sys.executable).parent)}
-    run = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "demo.sh")],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    result = json.loads((out / "report" / "results.json").read_text())
-    assert set(result["subsets"]) == {"open", "human"} and 0 <= result["overall"] <= 1
-    assert (out / "report" / "per_category.png").stat().st_size > 10_000
-    stats = json.loads((out / "resolve_stats.json").read_text())
-    assert stats["prompts"] == 18
-    assert (out / "preference.jsonl").exists() and (out / "rm" / "model" / "model.safetensors").exists()
-    leftovers = subprocess.run(["pgrep", "-f", str(out / "rm" / "model")], capture_output=True, text=True, check=False)
-    assert leftovers.stdout.strip() == "", "the scorer outlived the demo"
+    command = [sys.executable, "-m", "cheems_cli", "demo", "--out", str(out), "--trainings", "1", "--epochs", "3"]
+    command += ["--ports-from", str(free_block())]
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    lines = run.stdout.splitlines()
+    stamps = [float(m.group(1)) if (m := re.match(r"\[\s*([\d.]+)s\]", line)) else None for line in lines]
+    # the timeline, stamped when each event was produced: each stage's service did its part, in order
+    firsts: dict[str, float] = {}
+    for stage, needle in [("sample", "ingestion    sample "), ("ranking", "annotation   ranking of"),
+                          ("dataset", "training     dataset "), ("model", "registered from dataset"),
+                          ("switch", "scorer       now serves rm-"), ("evaluated", "CheemsBench overall")]:  # fmt: skip
+        firsts[stage] = next(t for t, line in zip(stamps, lines, strict=True) if t is not None and needle in line)
+    assert list(firsts) == sorted(firsts, key=firsts.__getitem__), firsts
+    status = subprocess.run(
+        [sys.executable, "-m", "cheems_cli", "status", "--db", f"sqlite:///{out / 'cheems.db'}", "--json",
+         "--timeout", "0.5"], capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    report = json.loads(status.stdout)
+    assert report["samples"] == 18 and report["annotations"] > 0 and report["rankings"] == 18
+    assert report["datasets"] >= 1 and len(report["models"]) == 1
+    [done] = [r for r in report["eval_runs"] if r["state"] == "done"]
+    assert done["model_id"] == report["models"][0]["id"] and 0 <= done["overall"] <= 1
+    assert set(report["services"].values()) == {"UNREACHABLE"}  # everything stopped
+    leftovers = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True, check=False)
+    assert leftovers.stdout.strip() == "", f"processes outlived the demo: {leftovers.stdout}"

@@ -30,7 +30,9 @@ from tests.k8s.manifests import (
 from trainer.recipes import recipe
 
 CLI = typer.main.get_command(app)
-SOURCES = [p for d in ("cheems", "cheems_cli", "services", "evaluator", "trainer") for p in (ROOT / d).rglob("*.py")]
+SOURCES = [
+    p for d in ("cheems", "cheems_cli", "services", "evaluator", "trainer", "system") for p in (ROOT / d).rglob("*.py")
+]
 KNOWN_ENV = {env_name(f) for f in Settings.model_fields}  # what cheems.settings reads
 CODE = "\n".join(p.read_text(encoding="utf-8") for p in SOURCES if "/v1/" not in str(p))
 PORT_OPTIONS = ("port", "grpc_port", "http_port", "health_port")
@@ -41,6 +43,7 @@ ROLE_PORTS = {  # command -> the ports it must listen on (services/hosting.py)
     ("service", "eval-worker"): {hosting.EVAL_WORKER_HEALTH_PORT},
     ("service", "eval-sink"): {hosting.EVAL_SINK_HEALTH_PORT},
     ("service", "evaluation"): {hosting.EVALUATION_PORT},
+    ("service", "training"): {hosting.TRAINING_PORT},
 }
 
 
@@ -180,7 +183,8 @@ def test_environment_exists_in_the_code_and_commands_get_theirs(path: str) -> No
         _, cli_command, values = resolve(container["args"])
         for param in cli_command.params:
             envvar = getattr(param, "envvar", None)
-            if envvar and param.name not in values:
+            # a *_FILE variable is the alternative to its secret's own variable (which the pods set from a Secret)
+            if envvar and param.name not in values and not envvar.endswith("_FILE"):
                 assert envvar in env, f"{where}: `--{param.name}` comes from {envvar}, which the pod does not set"
 
 
@@ -255,22 +259,26 @@ def test_training_jobs_agree_with_the_trainer(path: str) -> None:
             ), f"{where}: {file}"
 
 
-def test_the_scorer_serves_what_training_exports() -> None:
-    scorer = by_kind(render("overlays/prod"), "Deployment")["cheems-scorer"]["spec"]["template"]["spec"]
+@pytest.mark.parametrize("path", APP_OVERLAYS)
+def test_the_scorer_follows_what_the_training_service_registers(path: str) -> None:
+    """The scorer follows the registry, and the models the training service writes are on a volume it mounts."""
+    docs = render(path)
+    scorer = by_kind(docs, "Deployment")["cheems-scorer"]["spec"]["template"]["spec"]
     _, _, values = resolve(scorer["containers"][0]["args"])
-    claims = {
-        v["name"]: v["persistentVolumeClaim"]["claimName"] for v in scorer["volumes"] if "persistentVolumeClaim" in v
-    }
-    pvcs = set(by_kind(render("overlays/prod"), "PersistentVolumeClaim"))
-    for path in TRAINING:
-        for where, pod, container in _train(path):
-            _, _, train = resolve(container["args"])
-            out_dir = recipe(train["recipe"]).with_overrides(list(train["set_"])).out_dir
-            assert f"{out_dir}/model" == values["model"], f"{where}: exports {out_dir}/model"
-            train_claims = {
-                v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v
-            }
-            assert train_claims <= set(claims.values()) <= pvcs, where
+    assert values.get("follow") is True, "the scorer does not follow the registry"
+    training = by_kind(docs, "Deployment")["cheems-training"]["spec"]["template"]["spec"]
+    _, _, train = resolve(training["containers"][0]["args"])
+
+    def claim_of(pod: dict[str, Any], file: str) -> str:
+        claims = {v["name"]: v.get("persistentVolumeClaim", {}).get("claimName") for v in pod["volumes"]}
+        mounts = [
+            m for c in pod["containers"] for m in c.get("volumeMounts", []) if file.startswith(m["mountPath"] + "/")
+        ]
+        assert mounts, f"{file} is on no volume"
+        return str(claims[max(mounts, key=lambda m: len(m["mountPath"]))["name"]])
+
+    models = f"{train['data_dir']}/trainings/x/model"  # where the service's trainings export (trainer.service)
+    assert claim_of(training, models) == claim_of(scorer, models) in set(by_kind(docs, "PersistentVolumeClaim"))
 
 
 def test_dockerfile_matches_the_manifests_and_pins() -> None:

@@ -149,6 +149,17 @@ def test_heartbeat_follows_the_beats(grpc_host: GrpcHost) -> None:
     assert statuses(grpc_host.port) == [SERVING] * 3 and check(grpc_host.port, LIVENESS) == SERVING
 
 
+def test_a_liveness_only_heartbeat_leaves_readiness_alone(grpc_host: GrpcHost) -> None:
+    """A process whose gRPC service keeps serving when its consumer loop stalls (annotation's sample intake)."""
+    clock = FakeClock()
+    grpc_host.set_serving(True)
+    heartbeat = Heartbeat(grpc_host, stale_after=5, clock=clock, readiness=False)
+    heartbeat.beat()
+    clock.now += 6
+    assert not heartbeat.check()
+    assert statuses(grpc_host.port) == [SERVING] * 3 and check(grpc_host.port, LIVENESS) == NOT_SERVING
+
+
 def test_watch_notices_a_stalled_loop_on_its_own(grpc_host: GrpcHost) -> None:
     clock = FakeClock()
     heartbeat = Heartbeat(grpc_host, stale_after=5, clock=clock)

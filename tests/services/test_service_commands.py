@@ -8,10 +8,7 @@ the `db_url` fixture of tests/conftest.py.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -44,49 +41,10 @@ from services.store import repository
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import head_revision
 from services.store.models import Prompt, Response
+from tests.services.processes import CHEEMS, SERVING, Service
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 BENCH = [str(SAMPLE / "open.jsonl"), str(SAMPLE / "human.jsonl")]
-CHEEMS = [sys.executable, "-m", "cheems_cli"]
-SERVING = health_pb2.HealthCheckResponse.SERVING
-
-
-class Service:
-    """A `cheems` process with its output in files; `stop()` sends SIGTERM and returns the exit code."""
-
-    def __init__(self, args: Sequence[str], logs: Path) -> None:
-        self.out, self.err = logs.with_suffix(".out"), logs.with_suffix(".err")
-        with self.out.open("wb") as out, self.err.open("wb") as err:
-            self.process = subprocess.Popen([*CHEEMS, *args], stdout=out, stderr=err, env=dict(os.environ))
-
-    def output(self) -> str:
-        return self.out.read_text(errors="replace") + self.err.read_text(errors="replace")[-3000:]
-
-    def wait_serving(self, port: int, names: Sequence[str], timeout: float = 60.0) -> None:
-        """Until health says SERVING for every name (the process must stay up meanwhile)."""
-        deadline = time.monotonic() + timeout
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            stub = health_pb2_grpc.HealthStub(channel)
-            while True:
-                assert self.process.poll() is None, f"exited with {self.process.returncode}:\n{self.output()}"
-                try:
-                    answers = [stub.Check(health_pb2.HealthCheckRequest(service=n), timeout=2).status for n in names]
-                    if answers == [SERVING] * len(names):
-                        return
-                except grpc.RpcError as e:
-                    if e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                        raise
-                assert time.monotonic() < deadline, f"not SERVING within {timeout} s:\n{self.output()}"
-                time.sleep(0.1)
-
-    def stop(self, timeout: float = 30.0) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=timeout)
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
 
 
 Start = Callable[[Sequence[str], Path, int, str], Service]

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
         ("warmup_ratio", 1.0),
         ("warmup_ratio", -0.1),
         ("length_policy", "middle"),
+        ("train_format", "csv"),
         ("reg_coef", -1.0),
         ("eval_ece_bins", 0),
     ],

@@ -16,7 +16,6 @@ from trainer.data import (
     LengthPolicy,
     LengthStats,
     PromptGroup,
-    is_bench_file,
     read_groups,
     tokenize_groups,
 )
@@ -60,7 +59,6 @@ def test_read_bench_file(tmp_path: Path) -> None:
             },
         ],
     )
-    assert is_bench_file(path)
     first, second = read_groups(path)
     assert first.prompt == "北京是哪个国家的首都？"
     assert [r.id for r in first.responses] == ["r1", "r2", "r3", "r4"]
@@ -95,7 +93,6 @@ def test_read_pairwise_preference_file(tmp_path: Path) -> None:
             },
         ],
     )
-    assert not is_bench_file(path)
     math_group, who = read_groups(path)
     assert [r.content for r in math_group.responses] == [a, b, c]
     assert [r.id for r in math_group.responses] == [content_id(a), content_id(b), content_id(c)]
@@ -294,3 +291,55 @@ def test_group_of_and_pairs_stay_within_groups_on_the_sample(tokenizer: Any, nam
         source = groups[data.examples[members[0]].group]
         as_indices = [(data.examples[a].index, data.examples[b].index) for a, b in data.pairs[g]]
         assert as_indices == list(source.pairs)
+
+
+# --- every community layout, through the one reader --------------------------------------------
+
+
+def layouts_of(n: int, question: str, chosen: str, rejected: str) -> list[dict[str, Any]]:
+    """One preference in each layout (system prompt and an earlier exchange where the layout holds them)."""
+    system, history = f"你是第{n}号助手。", [("你好！", "你好，请问有什么事？")]
+    msgs = [{"role": "system", "content": system}]
+    for q, a in history:
+        msgs += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
+    msgs.append({"role": "user", "content": question})
+    c, r = content_id(chosen), content_id(rejected)
+    return [
+        {"prompt": msgs, "chosen": [{"role": "assistant", "content": chosen}],
+         "rejected": [{"role": "assistant", "content": rejected}]},
+        {"chosen": [*msgs, {"role": "assistant", "content": chosen}],
+         "rejected": [*msgs, {"role": "assistant", "content": rejected}]},
+        {"conversations": [{"from": "human", "value": history[0][0]}, {"from": "gpt", "value": history[0][1]},
+                           {"from": "human", "value": question}],
+         "chosen": {"from": "gpt", "value": chosen}, "rejected": {"from": "gpt", "value": rejected}, "system": system},
+        {"instruction": question, "input": "", "chosen": chosen, "rejected": rejected, "system": system,
+         "history": [list(history[0])]},
+        {"input": question, "sys_prompt": system, "history": msgs[1:-1],
+         # the md5 ids the other layouts give their texts, so that all five merge into one pair
+         "responses": [{"id": c, "content": chosen}, {"id": r, "content": rejected}], "annotations": [[c, r, "1"]]},
+    ]  # fmt: skip
+
+
+def test_every_layout_gives_the_same_groups(tmp_path: Path) -> None:
+    per_layout: list[list[list[Any]]] = [[] for _ in range(5)]
+    for n in range(3):
+        for k, record in enumerate(layouts_of(n, f"问题{n}", f"好的回答{n}", f"差的回答{n}")):
+            per_layout[k].append(record)
+    seen = []
+    for k, records in enumerate(per_layout):
+        groups = read_groups(write_jsonl(tmp_path / f"layout{k}.jsonl", records))
+        seen.append([(g.prompt, g.system_prompt, g.history, [r.content for r in g.responses], g.pairs) for g in groups])
+    assert all(s == seen[0] for s in seen)
+    assert seen[0][0] == ("问题0", "你是第0号助手。", (("user", "你好！"), ("assistant", "你好，请问有什么事？")),
+                          ["好的回答0", "差的回答0"], ((0, 1),))  # fmt: skip
+
+
+def test_history_reaches_the_tokens(tokenizer: Any, tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "trl.jsonl", layouts_of(0, "问题", "好", "差")[:1])
+    data = tokenize_groups(read_groups(path), tokenizer)
+    text = tokenizer.decode(list(data.examples[0].input_ids))
+    assert text.endswith(
+        "<|im_start|>user\n你好！<|im_end|>\n<|im_start|>assistant\n你好，请问有什么事？<|im_end|>\n"
+        "<|im_start|>user\n问题<|im_end|>\n<|im_start|>assistant\n好<|im_end|>"
+    )
+    assert text.startswith("<|im_start|>system\n你是第0号助手。<|im_end|>")

@@ -89,6 +89,7 @@ def test_heldout_accuracy_rises_well_above_chance(tiny: Path, files: tuple[Path,
     result = train(config(tiny, files, tmp_path / "run", epochs=3, eval_every=6))
     log = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert result.steps == len(log) == 3 * -(-120 // 10)
+    assert {r["total_steps"] for r in log} == {result.steps}  # what the training service reports progress against
     assert [r["step"] for r in log if "eval" in r] == [6, 12, 18, 24, 30, 36]
     assert result.eval is not None
     start, final = before.subsets["heldout"].accuracy, result.eval.subsets["heldout"].accuracy
@@ -98,7 +99,7 @@ def test_heldout_accuracy_rises_well_above_chance(tiny: Path, files: tuple[Path,
 def test_export_loads_in_transformers_with_the_trainers_scores(
     tiny: Path, files: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
     result = train(config(tiny, files, tmp_path / "run", epochs=1))
     assert result.model_dir is not None
@@ -117,6 +118,11 @@ def test_export_loads_in_transformers_with_the_trainers_scores(
         expected = [hf(input_ids=torch.tensor([ids])).logits[0, 0].item() for ids in encoded]
         batched = forward_rewards(ours.eval(), encoded).tolist()
     assert batched == pytest.approx(expected, abs=1e-5)
+    # Self-describing: the default pipeline on the standard chat-template text gives the same rewards.
+    assert hf.config.problem_type == "regression" and hf.config.id2label == {0: "reward"}
+    texts = [tokenizer.apply_chat_template(c.messages(), tokenize=False) for c in conversations]
+    classify = pipeline("text-classification", model=str(result.model_dir))
+    assert [r["score"] for r in classify(texts)] == pytest.approx(expected, abs=1e-4)
 
 
 def test_resume_reproduces_an_uninterrupted_run(tiny: Path, files: tuple[Path, Path], tmp_path: Path) -> None:
@@ -185,3 +191,19 @@ def test_two_processes_match_one_process(tiny: Path, files: tuple[Path, Path], t
     for name in a:
         torch.testing.assert_close(a[name], b[name], rtol=1e-3, atol=1e-4, msg=name)
     assert single.eval is not None
+
+
+def test_trains_on_a_file_mixing_every_community_layout(tiny: Path, tmp_path: Path) -> None:
+    from tests.trainer.test_data import layouts_of
+
+    records = []
+    for n in range(10):
+        records += layouts_of(n, f"请介绍{TOPICS[n]}。", GOOD[n % 2] + TOPICS[n], BAD[n % 2])
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    run = config(tiny, (path, path), tmp_path / "run", epochs=1, eval_files=[], micro_batch_size=8)
+    result = train(run)
+    meta = json.loads((tmp_path / "run" / "model" / "cheems_metadata.json").read_text(encoding="utf-8"))
+    assert result.steps >= 1
+    # five layouts of one preference merge into one prompt: 10 prompts, 2 responses each, none dropped
+    assert (meta["length_stats"]["responses"], meta["length_stats"]["dropped_responses"]) == (20, 0)

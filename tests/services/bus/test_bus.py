@@ -36,6 +36,17 @@ def test_codec_round_trip_fills_the_header() -> None:
     assert event.header.schema_version == 1 and len(event.header.event_id) == 32 and event.header.produced_at.seconds
 
 
+@pytest.mark.parametrize("topic", topics.ALL)
+def test_every_event_names_its_media_type_and_message(topic: str) -> None:
+    name = topics.PAYLOADS[topic].DESCRIPTOR.full_name
+    headers = dict(encode(topic, topics.PAYLOADS[topic]()).headers)
+    assert headers == {
+        "content-type": f"application/x-protobuf; messageType={name}".encode(),
+        "cheems-schema-version": b"1",
+        "cheems-type": name.encode(),
+    }
+
+
 @pytest.mark.parametrize(
     ("value", "headers", "message"),
     [

@@ -19,7 +19,7 @@ from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import EventConsumer, Publisher
 from services.hosting import HostConfig
-from services.ingestion.records import parse_lines
+from services.ingestion.records import Parsed, read_samples
 from services.ingestion.server import host
 from services.ingestion.service import IngestionService
 from services.store.db import session_scope
@@ -45,12 +45,23 @@ LINES = [
 ]
 
 
+def parse_lines(lines: list[str]) -> Parsed:
+    """The lines read as a file would be (each record's errors by line)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "lines.jsonl"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return read_samples(path)
+
+
 def test_parse_every_layout_and_report_bad_lines() -> None:
     parsed = parse_lines(LINES)
     assert [s.line for s in parsed.samples] == [1, 2, 4, 7]
     assert parsed.samples[1].responses[0][1] == "晴" and len(parsed.samples[1].responses[0][0]) == 32
     assert parsed.samples[2].system_prompt == "你是诗人"
-    assert [(e.line, e.field) for e in parsed.errors] == [(3, ""), (5, "prompt"), (6, "responses")]
+    assert [(e.line, e.field) for e in parsed.errors] == [(3, ""), (5, "prompt"), (6, "")]
+    assert "no known layout fits the fields (prompt)" in parsed.errors[2].message
 
 
 def test_store_dedupes_and_keeps_good_records(engine: Engine) -> None:
@@ -62,6 +73,30 @@ def test_store_dedupes_and_keeps_good_records(engine: Engine) -> None:
         assert session.scalar(select(func.count()).select_from(Response)) == 5
     again = IngestionService(engine).ingest(parse_lines(LINES).samples)
     assert (again.stored, again.duplicates) == (0, 4)
+
+
+class RecordingPublisher:
+    """Stands in for `Publisher`: keeps what would have been sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str, Any]] = []
+
+    def publish(self, topic: str, key: str, event: Any) -> None:
+        self.sent.append((topic, key, event))
+
+    def flush(self) -> None:
+        pass
+
+
+def test_sample_events_carry_the_source_the_store_keeps(engine: Engine) -> None:
+    publisher = RecordingPublisher()
+    IngestionService(engine, publisher, source="mixed.jsonl").ingest(parse_lines(LINES).samples)  # type: ignore[arg-type]
+    assert len(publisher.sent) == 3
+    for topic, key, event in publisher.sent:
+        assert (topic, event.sample.prompt_id) == (topics.SAMPLES, key)
+        assert event.sample.source == "mixed.jsonl"
+        with session_scope(engine) as session:
+            assert session.get(Prompt, key).source == "mixed.jsonl"  # type: ignore[union-attr]
 
 
 def test_samples_events_on_the_broker(engine: Engine) -> None:
@@ -106,6 +141,23 @@ def test_grpc_stream_and_get_sample(engine: Engine) -> None:
         with pytest.raises(grpc.RpcError) as info:
             stub.GetSample(ingestion_pb2.GetSampleRequest(prompt_id="nope"), timeout=10)
         assert info.value.code() == grpc.StatusCode.NOT_FOUND
+        turns = [
+            common_pb2.Message(role="user", content="在吗？"),
+            common_pb2.Message(role="assistant", content="在。"),
+        ]
+        in_context = common_pb2.Sample(prompt="你好", responses=good.responses, history=turns)
+        nul = common_pb2.Sample(prompt="你\x00好", responses=good.responses)
+        records = [
+            ingestion_pb2.IngestRecord(sample=in_context, line=1),
+            ingestion_pb2.IngestRecord(sample=nul, line=2),
+        ]
+        summary = stub.Ingest(iter(records), timeout=30)
+        assert (summary.stored, summary.rejected) == (1, 1)  # the same text after earlier turns is another prompt
+        assert summary.errors[0].line == 2 and "NUL" in summary.errors[0].message
+        with session_scope(engine) as session:
+            prompt_id = session.scalars(select(Prompt.id).where(Prompt.history.is_not(None))).one()
+        sample = stub.GetSample(ingestion_pb2.GetSampleRequest(prompt_id=prompt_id), timeout=10)
+        assert [(m.role, m.content) for m in sample.history] == [("user", "在吗？"), ("assistant", "在。")]
     finally:
         grpc_host.stop(0)
 
@@ -121,7 +173,7 @@ def test_cli(tmp_path: Path) -> None:
         timeout=120,
         check=False,
     )
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 1, run.stderr  # some rejected: the good ones are stored all the same
     assert "stored 3  duplicates 1  rejected 3" in run.stdout
     assert f"{bad}:3: invalid JSON" in run.stderr and f"{bad}:5: prompt: empty prompt" in run.stderr
     run = subprocess.run(
@@ -132,3 +184,33 @@ def test_cli(tmp_path: Path) -> None:
         check=False,
     )
     assert "stored 18" in run.stdout
+    assert run.returncode == 0, run.stderr
+
+
+def test_community_layouts_ingest_with_their_system_prompt_and_history(engine: Engine, tmp_path: Path) -> None:
+    from tests.cheems.test_layouts import MULTI_TURN, SINGLE_TURN
+
+    path = tmp_path / "community.jsonl"
+    records = [*MULTI_TURN.values(), *SINGLE_TURN.values()]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    parsed = read_samples(path)
+    assert parsed.errors == []
+    service = IngestionService(engine, source="community.jsonl")
+    summary = service.ingest(parsed.samples)
+    # 5 layouts of the multi-turn conversation and 5 of the single-turn one make 3 prompts in context (the
+    # alpaca-input prompt is instruction + input); the official-layout record adds its own ids c and r
+    assert (summary.stored, summary.rejected) == (4, 0)
+    with session_scope(engine) as session:
+        prompts = {p.id: p for p in session.scalars(select(Prompt))}
+    assert len(prompts) == 3
+    with_history = [p for p in prompts.values() if p.history]
+    assert len(with_history) == 1
+    sample = service.get(with_history[0].id)
+    assert sample is not None
+    assert sample.system_prompt == "你是一个乐于助人的助手。"
+    assert [(m.role, m.content) for m in sample.history] == [
+        ("user", "你好！"),
+        ("assistant", "你好，有什么可以帮你？"),
+    ]
+    plain = [p for p in prompts.values() if p.text == with_history[0].text and not p.history]
+    assert len(plain) == 1 and plain[0].id != with_history[0].id  # the same question without context is another prompt

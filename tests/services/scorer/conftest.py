@@ -1,15 +1,33 @@
-"""Fixtures: a tiny checkpoint, and scorers serving it over real gRPC/HTTP (Triton and torch backends)."""
+"""Fixtures: a tiny checkpoint, and scorers serving it over real gRPC/HTTP (Triton and torch backends); for
+`--follow`, a broker, a store and models registered in it (one module each)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine
 
-from services.scorer.config import ScorerConfig
+from cheems.v1 import training_pb2
+from services.bus import topics
+from services.bus.broker import EmbeddedBroker
+from services.scorer.config import ENV_PREFIX, ScorerConfig
 from services.scorer.runtime import ScorerServer
+from services.store.db import StoreConfig, create_engine_for
+from services.store.migrate import upgrade
+from tests.services.scorer.following import expected_scores, register
 from trainer.tiny import init_tiny_model
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_scorer_environment() -> Iterator[None]:
+    """ScorerConfig reads CHEEMS_SCORER_* when built: a stray one in the shell (a token, say) must not
+    change these tests, nor the `cheems serve` processes they start."""
+    saved = {name: os.environ.pop(name) for name in list(os.environ) if name.upper().startswith(ENV_PREFIX)}
+    yield
+    os.environ.update(saved)
 
 
 @pytest.fixture(scope="session")
@@ -35,9 +53,50 @@ def triton_server(tiny_model: Path) -> Iterator[ScorerServer]:
 @pytest.fixture(scope="session")
 def strict_server(tiny_model: Path) -> Iterator[ScorerServer]:
     """In-process torch backend with tight limits and a bearer token."""
-    yield from running(tiny_model, backend="torch", max_responses=3, max_length=48, auth_token="s3cret")
+    yield from running(tiny_model, backend="torch", max_responses=3, max_length=48, token="s3cret")
 
 
 @pytest.fixture(scope="session")
 def truncating_server(tiny_model: Path) -> Iterator[ScorerServer]:
     yield from running(tiny_model, backend="torch", max_length=48, truncation="left")
+
+
+# --- `cheems serve --follow`
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker() as running:
+        running.create_topics(topics.with_dead_letters(), partitions=2)
+        yield running
+
+
+@pytest.fixture(scope="session")
+def checkpoints(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two tiny models of different seeds, and a directory that is no model."""
+    root = tmp_path_factory.mktemp("follow")
+    broken = root / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{不是 JSON", encoding="utf-8")
+    two = init_tiny_model(root / "two", hidden_size=32, layers=2, seed=2)
+    return {"one": tiny_model, "two": two, "broken": broken}
+
+
+@pytest.fixture(scope="session")
+def expected(checkpoints: dict[str, Path]) -> dict[str, list[list[float]]]:
+    """Scores by checkpoint name, computed before any scorer runs."""
+    return expected_scores({name: checkpoints[name] for name in ("one", "two")})
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Engine]]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'cheems.db'}"
+    upgrade(url)
+    engine = create_engine_for(StoreConfig(url))
+    yield url, engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def first(store: tuple[str, Engine], checkpoints: dict[str, Path]) -> training_pb2.Model:
+    return register(store[1], checkpoints["one"])

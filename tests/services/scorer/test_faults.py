@@ -139,7 +139,7 @@ def serve(model: Path, port: int, *extra: str) -> subprocess.Popen[str]:
     process = subprocess.Popen(
         [*command, "--http-port", "-1", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    lines = []
+    lines: list[str] = []
     while process.stdout and not (lines and lines[-1].startswith("serving:")) and len(lines) < 20:
         lines.append(process.stdout.readline())  # Triton may print first ("Failed to initialize NVML")
         if not lines[-1]:

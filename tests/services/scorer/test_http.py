@@ -217,14 +217,15 @@ def test_small_requests_flow_while_a_big_body_is_parsed(triton_server: ScorerSer
 
     big = threading.Thread(target=send_big)
     big.start()
-    slowest = 0.0
+    answered = 0
     while big.is_alive():
-        started = time.perf_counter()
         assert get(triton_server, "/health").status_code == 200
-        slowest = max(slowest, time.perf_counter() - started)
+        answered += big.is_alive()  # answered while the big body was still being read or parsed
         time.sleep(0.01)
     big.join()
-    assert slowest < 1.0, f"a health check waited {slowest:.2f} s"
+    # a parse holding the GIL for its seconds would let at most one check through; no latency bound is
+    # asserted (these machines are noisy): `bench/scorer_bench.py --big-only` measures it
+    assert answered >= 3, f"only {answered} health checks were answered while the big body was parsed"
     status, reply = outcome["reply"]
     assert (status, reply["reason"]) == (413, "limit_exceeded") and "JSON values" in reply["error"]
 

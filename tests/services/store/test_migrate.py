@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, inspect, text
+from sqlalchemy.engine import make_url
 
 from services.store.db import StoreConfig, create_engine_for
 from services.store.migrate import current_revision, head_revision, upgrade, upgrade_sql
@@ -37,7 +41,7 @@ def _differences(engine: Engine) -> list[object]:
 def test_upgrade_is_idempotent_and_reaches_head(db_url: str) -> None:
     upgrade(db_url)
     upgrade(db_url)
-    assert current_revision(db_url) == head_revision() == "0003"
+    assert current_revision(db_url) == head_revision() == "0006"
 
 
 def test_runs_stored_before_0003_get_five_ece_bins(db_url: str) -> None:
@@ -63,3 +67,15 @@ def test_offline_sql_creates_every_table(db_url: str, capsys: pytest.CaptureFixt
     sql = capsys.readouterr().out
     for name in Base.metadata.tables:
         assert f"CREATE TABLE {name}" in sql
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_upgrade_logs_the_url_without_its_password(db_url: str) -> None:
+    """PostgreSQL here trusts local connections, so a URL with any password connects."""
+    url = make_url(db_url).set(password="SECRETPW").render_as_string(hide_password=False)
+    cmd = [sys.executable, "-m", "services.store.migrate", "upgrade", url]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "SECRETPW" not in run.stdout + run.stderr
+    assert "store at postgresql+psycopg://postgres:***@127.0.0.1" in run.stderr
+    assert current_revision(db_url) == head_revision()

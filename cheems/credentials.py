@@ -1,0 +1,63 @@
+"""Secrets kept out of sight: URLs with their password masked for logs and messages, tokens read from files.
+
+    log.info("store at %s", hide_password(url))   # postgresql+psycopg://user:***@host/db
+    token = read_secret("/run/secrets/scorer-token", "--token-file")
+
+Every URL that is printed or logged goes through `hide_password` (database URLs, bootstrap and scorer
+addresses alike: they may carry `user:password@`). A token on the command line is visible to anyone
+who can list processes (`ps`), so every token option can also be read from a file (`read_secret`).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from cheems.errors import InvalidInput
+
+MASK = "***"
+# user:password@ after a scheme; up to the last "@" before the host's "/", as a raw "@" in a password is
+# common (masking too much is harmless, too little is not)
+_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][\w+.-]*://[^\s:/@]*:)[^\s/]+@")
+_SECRET_QUERY = re.compile(
+    r"(?P<head>[?&](?:password|passwd|pwd|token|access_token|secret|api_key|apikey)=)[^&#\s]+", re.I
+)
+
+
+def hide_password(url: str) -> str:
+    """The URL (or any text holding URLs) with each password and secret query value replaced by ***.
+
+    A SQLAlchemy URL prints as `make_url(url).render_as_string(hide_password=True)` does; the same
+    is done by pattern to text SQLAlchemy cannot parse (an error message, `http://u:p@host`).
+    """
+    try:
+        from sqlalchemy.engine import make_url  # a third-party import, only when a URL is shown
+
+        parsed = make_url(url)
+    except Exception:  # not a SQLAlchemy URL (host:port, free text): the pattern alone
+        return _mask(url)
+    return _mask(parsed.render_as_string(hide_password=True)) if parsed.password is not None else _mask(url)
+
+
+def _mask(text: str) -> str:
+    text = _USERINFO.sub(lambda m: f"{m['head']}{MASK}@", text)
+    return _SECRET_QUERY.sub(lambda m: f"{m['head']}{MASK}", text)
+
+
+def read_secret(path: str | Path, option: str = "") -> str:
+    """The secret in a file (a Kubernetes Secret mounted as a file, say): its text, surrounding whitespace removed.
+
+    InvalidInput (naming `option`, when given) for a file that cannot be read, is empty or holds several
+    lines; the secret itself is never in a message.
+    """
+    where = f"{option}: " if option else ""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidInput(f"{where}cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    secret = text.strip()
+    if not secret:
+        raise InvalidInput(f"{where}{path} is empty")
+    if "\n" in secret:
+        raise InvalidInput(f"{where}{path} holds more than one line; put the secret alone in it")
+    return secret

@@ -1,0 +1,162 @@
+"""What `cheems up` runs: every process of the loop, its command line, its port and how its health is read.
+
+Pure: `plan(SystemConfig(...))` -> the ordered list of `Process`es; `system.supervisor` runs
+them. The order is the start order (each waits for the ones before it to be healthy); stopping goes
+in reverse. Every process is an ordinary `cheems` command, the same ones the Kubernetes Deployments run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from services import hosting
+
+
+@dataclass(frozen=True)
+class SystemConfig:
+    """The system on one machine.
+
+    data_dir: the database (unless `db` is given), datasets, trainings, models and one log per process.
+    base_model: the checkpoint training starts from and the scorer serves until the first model is
+        registered (`cheems up` makes the tiny real-vocabulary RM there when it is missing).
+    bench: CheemsBench files every new model is evaluated on (copied under data_dir/bench).
+    judge_url / judge_model / judge_key_file: an OpenAI-compatible AI judge; empty = no judge worker.
+    ai_sources / human_sources: which samples (by their source) go to the AI judge and to human tasks.
+    auto_after: train automatically once this many new rankings arrived since the last dataset (0 = off).
+    ports_from: first port of the block the processes listen on (each process has its own offset).
+    """
+
+    data_dir: Path = Path("out/up")
+    db: str = ""
+    base_model: Path | None = None
+    bench: Sequence[Path] = ()
+    judge_url: str = ""
+    judge_model: str = "judge"
+    judge_key_file: str = ""
+    judge_both_orders: bool = False
+    ai_sources: str = ""
+    human_sources: str = "*"
+    training_recipe: str = "tiny-cpu"
+    dataset_recipe: str = "human-debias"
+    training_overrides: Sequence[str] = ()
+    auto_after: int = 0
+    nproc: int = 1
+    ports_from: int = 0  # 0 = the standard ports (services.hosting)
+    make_base_model: bool = False  # run `cheems init-model` into `model` first (it is missing)
+    extra: dict[str, Sequence[str]] = field(default_factory=dict)  # more arguments per process name
+
+    def __post_init__(self) -> None:
+        if self.auto_after < 0:
+            raise ValueError(f"auto_after must be >= 0, got {self.auto_after}")
+        if self.nproc < 1:
+            raise ValueError(f"nproc must be >= 1, got {self.nproc}")
+        if not 0 <= self.ports_from <= 65535 - 100:
+            raise ValueError(f"ports_from must be 0 or a port with room for 100 after it, got {self.ports_from}")
+
+    @property
+    def database(self) -> str:
+        return self.db or f"sqlite:///{(self.data_dir / 'cheems.db').resolve()}"
+
+    @property
+    def model(self) -> Path:
+        return self.base_model or self.data_dir / "models" / "base"
+
+    def port(self, standard: int) -> int:
+        """A standard port (50051, 9092, ...) moved into this system's block when `ports_from` is set."""
+        if not self.ports_from:
+            return standard
+        return self.ports_from + OFFSETS[standard]
+
+
+# offsets inside a `ports_from` block, one per standard port
+BROKER_PORT = 9092
+OFFSETS = {
+    BROKER_PORT: 0,
+    hosting.SCORER_GRPC_PORT: 1,
+    hosting.SCORER_HTTP_PORT: 2,
+    hosting.INGESTION_PORT: 3,
+    hosting.ANNOTATION_PORT: 4,
+    hosting.EVAL_WORKER_HEALTH_PORT: 5,
+    hosting.EVAL_SINK_HEALTH_PORT: 6,
+    hosting.EVALUATION_PORT: 7,
+    hosting.TRAINING_PORT: 8,
+    hosting.JUDGE_HEALTH_PORT: 9,
+}
+
+
+@dataclass(frozen=True)
+class Process:
+    """One supervised process: `args` after `cheems`; health on `port` (gRPC health; "tcp" = a TCP connect);
+    `once` = a step that must exit 0 before the next starts (migrations), never restarted."""
+
+    name: str
+    args: tuple[str, ...]
+    port: int = 0
+    health: str = "grpc"  # "grpc" | "tcp" | "none"
+    once: bool = False
+    start_timeout: float = 120.0
+
+
+def plan(config: SystemConfig) -> list[Process]:
+    """The processes of the loop, in start order."""
+    db, p = config.database, config.port
+    bootstrap = f"127.0.0.1:{p(BROKER_PORT)}"
+    store_bus = ("--db", db, "--bootstrap", bootstrap)
+    processes = [
+        Process("broker", ("dev", "broker", "--port", str(p(BROKER_PORT))), p(BROKER_PORT), "tcp"),
+        Process("migrations", ("db", "upgrade", "--db", db), once=True, health="none"),
+        *([Process("base-model", ("init-model", "--out", str(config.model)), once=True, health="none")]
+          if config.make_base_model else []),
+        _grpc("ingestion", ("service", "ingestion", *store_bus), p(hosting.INGESTION_PORT)),
+        _grpc("annotation", ("service", "annotation", *store_bus, "--human-sources", config.human_sources),
+              p(hosting.ANNOTATION_PORT)),
+    ]  # fmt: skip
+    if config.judge_url:
+        processes.append(_judge(config, store_bus))
+    training = ["service", "training", *store_bus, "--data-dir", str(config.data_dir), "--model", str(config.model)]
+    training += ["--recipe", config.training_recipe, "--dataset-recipe", config.dataset_recipe]
+    training += ["--auto-after", str(config.auto_after), "--nproc", str(config.nproc)]
+    training += [a for override in config.training_overrides for a in ("--set", override)]
+    scorer = f"127.0.0.1:{p(hosting.SCORER_GRPC_PORT)}"
+    serve = ["serve", "--model", str(config.model), "--follow", *store_bus]
+    serve += ["--http-port", str(p(hosting.SCORER_HTTP_PORT)), "--grpc-port", str(p(hosting.SCORER_GRPC_PORT))]
+    evaluation = ["service", "evaluation", *store_bus, "--bench-root", str(config.data_dir / "bench")]
+    evaluation += ["--scorer-url", scorer]
+    if config.bench:
+        evaluation += [a for b in config.bench for a in ("--evaluate-models", b.name)]
+    processes += [
+        _grpc("training", tuple(training), p(hosting.TRAINING_PORT)),
+        Process("scorer", tuple(serve), p(hosting.SCORER_GRPC_PORT), start_timeout=300.0),
+        _health("eval-worker", ("service", "eval-worker", "--scorer-url", scorer, "--bootstrap", bootstrap),
+                p(hosting.EVAL_WORKER_HEALTH_PORT)),
+        _health("eval-sink", ("service", "eval-sink", *store_bus), p(hosting.EVAL_SINK_HEALTH_PORT)),
+        _grpc("evaluation", tuple(evaluation), p(hosting.EVALUATION_PORT)),
+    ]  # fmt: skip
+    return [replace(pr, args=pr.args + tuple(config.extra.get(pr.name, ()))) for pr in processes]
+
+
+def _grpc(name: str, args: tuple[str, ...], port: int) -> Process:
+    """A gRPC service listening on `port` (`--port`), health on the same port."""
+    return Process(name, (*args, "--port", str(port)), port)
+
+
+def _health(name: str, args: tuple[str, ...], port: int) -> Process:
+    """A consumer with a health-only gRPC port (`--health-port`)."""
+    return Process(name, (*args, "--health-port", str(port)), port)
+
+
+def _judge(config: SystemConfig, store_bus: tuple[str, ...]) -> Process:
+    args = ("service", "judge", *store_bus, "--base-url", config.judge_url, "--model", config.judge_model)
+    args += ("--ai-sources", config.ai_sources or "*")
+    if config.judge_key_file:
+        args += ("--api-key-file", config.judge_key_file)
+    if config.judge_both_orders:
+        args += ("--both-orders",)
+    return _health("judge", args, config.port(hosting.JUDGE_HEALTH_PORT))
+
+
+def addresses(config: SystemConfig) -> dict[str, str]:
+    """Where a client finds each service of this system (what `cheems status` probes)."""
+    return {pr.name: f"127.0.0.1:{pr.port}" for pr in plan(config) if pr.port}

@@ -1,0 +1,95 @@
+"""`cheems status`: each service's health, how much each stage of the loop holds, and the models, best first.
+
+    report = status(engine, {"ingestion": "127.0.0.1:50052", ...})
+    print(render(report))        # or json.dumps(report): the `--json` shape below
+
+    {"services": {name: "SERVING" | "NOT_SERVING" | "UNREACHABLE"},
+     "samples": int, "annotations": int, "rankings": int, "datasets": int, "trainings": int,
+     "models": [{"id", "path", "dataset", "dataset_recipe", "recipe", "overall", "created_at"}],   # best first
+     "eval_runs": [{"id", "model_id", "state", "overall", "items_scored", "items_total"}]}      # newest first
+
+A run's `state` is "running", "done" or "failed"; a model's `overall` is the CheemsBench Overall of its
+newest finished evaluation run (null until one finishes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from services.store import registry, repository
+from services.store.db import session_scope
+from system.supervisor import grpc_health
+
+RUN_STATES = {"running": "running", "succeeded": "done", "failed": "failed"}
+
+
+def status(engine: Engine | None, services: Mapping[str, str], timeout: float = 2.0) -> dict[str, Any]:
+    """Health of each service (probed together) and, with an engine, what the store holds."""
+    with ThreadPoolExecutor(max_workers=max(1, len(services))) as pool:
+        health = dict(zip(services, pool.map(lambda a: grpc_health(a, timeout), services.values()), strict=True))
+    report: dict[str, Any] = {"services": health}
+    if engine is not None:
+        try:
+            report |= store_status(engine)
+        except SQLAlchemyError as e:  # not migrated yet, or unreachable: the services' health still tells
+            report["store_error"] = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
+    return report
+
+
+def store_status(engine: Engine) -> dict[str, Any]:
+    with session_scope(engine) as session:
+        counts = registry.stage_counts(session)
+        results = registry.model_results(session)
+        models = [
+            {
+                "id": m.id,
+                "path": m.path,
+                "dataset": m.dataset_id,
+                "dataset_recipe": m.dataset_recipe,
+                "recipe": m.recipe,
+                "overall": results[m.id][1] if m.id in results else None,
+                "created_at": m.created_at.isoformat(),
+            }
+            for m in registry.list_models(session)
+        ]
+        runs = [
+            {
+                "id": run.id,
+                "model_id": run.model_id,
+                "state": RUN_STATES.get(run.state, run.state),
+                "overall": (run.result or {}).get("overall") if run.state == "succeeded" else None,
+                "items_scored": repository.count_scored(session, run.id),
+                "items_total": run.items_total,
+            }
+            for run in registry.list_runs(session)
+        ]
+    models.sort(key=lambda m: (m["overall"] is not None, m["overall"] or 0.0), reverse=True)
+    return {**counts, "models": models, "eval_runs": runs}
+
+
+def render(report: Mapping[str, Any]) -> str:
+    """The report as text: services, stage counts, then the leaderboard."""
+    lines = ["services:"]
+    lines += [f"  {name:<12} {state}" for name, state in report["services"].items()]
+    if "store_error" in report:
+        lines.append(f"store: {report['store_error']}")
+    if "samples" in report:
+        stages = ("samples", "annotations", "rankings", "datasets", "trainings")
+        lines.append("store: " + "  ".join(f"{stage} {report[stage]}" for stage in stages))
+        lines.append("models (best first):")
+        if not report["models"]:
+            lines.append("  none yet")
+        for rank, model in enumerate(report["models"], start=1):
+            overall = "-" if model["overall"] is None else f"{model['overall']:.4f}"
+            lines.append(
+                f"  {rank:>2}. {model['id']:<22} overall {overall:<7} {model['dataset_recipe']:<18} {model['path']}"
+            )
+        running = [r for r in report["eval_runs"] if r["state"] == "running"]
+        for run in running:
+            lines.append(f"evaluating {run['model_id'] or '-'}: {run['items_scored']}/{run['items_total']} prompts")
+    return "\n".join(lines)

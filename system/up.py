@@ -1,0 +1,46 @@
+"""`cheems up`: the whole loop on one machine, on embedded defaults, until SIGTERM or Ctrl-C.
+
+    up(SystemConfig(data_dir=Path("out/up"), bench=[Path("data/sample/open.jsonl")]), on_event=print)
+
+Lays out the data directory (the bench files the evaluator reads, a log folder), makes the base model
+when it is missing, then supervises every process of `plan(config)` (`system.supervisor`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import signal
+import threading
+from collections.abc import Callable
+
+from system.plan import SystemConfig, plan
+from system.supervisor import OnEvent, Supervisor, SupervisorConfig
+
+
+def prepare(config: SystemConfig) -> SystemConfig:
+    """Create the data directory, copy the bench files under it; the config to run (base model made if missing)."""
+    (config.data_dir / "bench").mkdir(parents=True, exist_ok=True)
+    for path in config.bench:
+        shutil.copyfile(path, config.data_dir / "bench" / path.name)
+    return dataclasses.replace(config, make_base_model=not (config.model / "config.json").exists())
+
+
+def up(
+    config: SystemConfig,
+    on_event: OnEvent,
+    on_ready: Callable[[Supervisor], None] | None = None,
+    stop: threading.Event | None = None,
+    supervisor: SupervisorConfig | None = None,
+) -> None:
+    """Start everything, call `on_ready`, supervise until `stop` is set or SIGTERM/SIGINT, then stop everything."""
+    config = prepare(config)
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+    with Supervisor(plan(config), config.data_dir / "logs", supervisor, stop) as system:
+        system.start(on_event)
+        if on_ready is not None:
+            on_ready(system)
+        system.run()

@@ -1,0 +1,56 @@
+"""The event outbox (order, one relay at a time) and the open-task queue, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import Engine
+
+from services.store import outbox, repository
+from services.store.db import session_scope
+from services.store.errors import UnknownPrompt
+from services.store.models import utcnow
+from services.store.tasks import lock_prompt, open_count, open_tasks
+
+
+def test_events_wait_in_order_until_removed(engine: Engine) -> None:
+    with session_scope(engine) as session:
+        ids = [outbox.add(session, "cheems.rankings.v1", f"p{n}", bytes([n])) for n in range(3)]
+    with session_scope(engine) as session:
+        taken = outbox.take(session, 2)
+        assert [(r.id, r.key, r.value) for r in taken] == [(ids[0], "p0", b"\x00"), (ids[1], "p1", b"\x01")]
+        outbox.remove(session, [r.id for r in taken])
+    with session_scope(engine) as session:
+        assert [r.key for r in outbox.take(session, 10)] == ["p2"] and outbox.waiting(session) == 1
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)  # SQLite: BEGIN IMMEDIATE serialises them
+def test_one_relay_at_a_time_takes_events(engine: Engine) -> None:
+    with session_scope(engine) as session:
+        outbox.add(session, "cheems.rankings.v1", "p", b"x")
+    with session_scope(engine) as first, session_scope(engine) as second:
+        assert len(outbox.take(first, 10)) == 1
+        assert outbox.take(second, 10) == []  # the first still holds the lock
+
+
+def test_open_tasks_oldest_first_with_their_texts(engine: Engine, prompt_id: str) -> None:
+    with session_scope(engine) as session:
+        other, _ = repository.add_sample(session, "另一题", [("a", "甲"), ("b", "乙")], [])
+        repository.create_tasks(session, prompt_id, [["r1", "r2", "r3"]], "triple")
+        [pair] = repository.create_tasks(session, other, [["b", "a"]], "pair")
+    with session_scope(engine) as session:
+        listed = open_tasks(session)
+        assert [q.task.prompt_id for q in listed] == [prompt_id, other]
+        assert listed[1].contents == {"b": "乙", "a": "甲"} and listed[1].prompt.text == "另一题"
+        assert [q.task.id for q in open_tasks(session, kind="pair")] == [pair]
+        assert [q.task.id for q in open_tasks(session, other)] == [pair] and len(open_tasks(session, limit=1)) == 1
+        assert open_tasks(session, created_before=utcnow() - timedelta(hours=1)) == []
+        assert open_count(session, other) == 1
+        repository.complete_task(session, pair)
+        assert open_count(session, other) == 0 and [q.task.prompt_id for q in open_tasks(session)] == [prompt_id]
+        with pytest.raises(UnknownPrompt):
+            open_tasks(session, "没有这道题")
+        with pytest.raises(UnknownPrompt):
+            lock_prompt(session, "没有这道题")
+        assert lock_prompt(session, other).text == "另一题"

@@ -1,0 +1,41 @@
+"""The plan `cheems up` runs: every process a real `cheems` command, ports in one block, the right order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from system.plan import SystemConfig, addresses, plan
+from tests.k8s.test_consistency import resolve
+
+
+def test_start_order_and_the_ports_of_a_block(tmp_path: Path) -> None:
+    config = SystemConfig(data_dir=tmp_path, judge_url="http://127.0.0.1:9/v1", bench=(Path("open.jsonl"),),
+                          ports_from=20000, make_base_model=True)  # fmt: skip
+    names = [p.name for p in plan(config)]
+    assert names == ["broker", "migrations", "base-model", "ingestion", "annotation", "judge", "training", "scorer",
+                     "eval-worker", "eval-sink", "evaluation"]  # fmt: skip
+    ports = [p.port for p in plan(config) if p.port]
+    assert len(set(ports)) == len(ports) and all(20000 <= port < 20100 for port in ports)
+    assert set(addresses(config)) == {n for n in names if n not in ("migrations", "base-model")}
+    assert all(f"sqlite:///{tmp_path.resolve()}/cheems.db" in p.args for p in plan(config) if "--db" in p.args)
+
+
+def test_without_a_judge_there_is_no_judge_worker(tmp_path: Path) -> None:
+    assert "judge" not in [p.name for p in plan(SystemConfig(data_dir=tmp_path))]
+
+
+@pytest.mark.parametrize("judge", ["", "http://127.0.0.1:9/v1"])
+def test_every_command_line_parses_with_the_real_cli(tmp_path: Path, judge: str) -> None:
+    config = SystemConfig(data_dir=tmp_path, judge_url=judge, judge_key_file=str(tmp_path / "key"),
+                          judge_both_orders=True, bench=(Path("open.jsonl"),), training_overrides=("epochs=1",),
+                          make_base_model=True)  # fmt: skip
+    for process in plan(config):
+        resolve(list(process.args))  # fails the test on an unknown command, option or value
+
+
+def test_bad_settings_name_the_field() -> None:
+    for field, value in (("auto_after", -1), ("nproc", 0), ("ports_from", 65500)):
+        with pytest.raises(ValueError, match=field):
+            SystemConfig(**{field: value})  # type: ignore[arg-type]

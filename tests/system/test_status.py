@@ -1,0 +1,74 @@
+"""`cheems status`: health of each service, stage counts and the models best first, as text and JSON."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from sqlalchemy import Engine
+
+from services.hosting import HostConfig
+from services.ingestion.server import host
+from services.ingestion.service import IngestionService
+from services.store import registry, repository
+from services.store.db import session_scope
+from system.leaderboard import leaderboard
+from system.status import render, status
+
+SHA = "b" * 64
+RESULT = {"semantics": "paper", "overall": 0.75, "subsets": {"open": {"accuracy": 0.8, "exact_match": 0.7,
+          "ece": None, "per_category": {}, "prompts": 1, "pairs": 1}}}  # fmt: skip
+
+
+def fill(engine: Engine) -> list[str]:
+    with session_scope(engine) as session:
+        pid, _ = repository.add_sample(session, "你好", [("a", "好"), ("b", "坏")], ["闲聊"])
+        repository.add_annotation(session, "x1", pid, "甲", "human", {"better": "a", "worse": "b"}, [], None)
+        repository.save_ranking(session, pid, {"a": 1, "b": 2}, 0, 0)
+        registry.add_dataset(session, SHA, "human-debias", "d.jsonl", 1, 1, 1)
+        models = []
+        for _ in range(2):
+            training = registry.create_training(session, SHA, "tiny-cpu", {}, "local", "out/{id}")
+            models.append(registry.register_model(session, training.id, f"out/{training.id}/model", None)[0].id)
+        run = repository.create_run(session, ["open.jsonl"], "s:1", "paper", 5, 1, model_id=models[1])
+        repository.end_run(session, run, RESULT)
+        repository.create_run(session, ["open.jsonl"], "s:1", "paper", 5, 3, model_id=models[0])
+    return models
+
+
+def test_the_report_and_its_json_shape(engine: Engine) -> None:
+    models = fill(engine)
+    grpc_host = host(IngestionService(engine), HostConfig(port=0, host="127.0.0.1")).start()
+    try:
+        report = status(engine, {"ingestion": f"127.0.0.1:{grpc_host.port}", "scorer": "127.0.0.1:1"})
+    finally:
+        grpc_host.stop(0)
+    assert report["services"] == {"ingestion": "SERVING", "scorer": "UNREACHABLE"}
+    assert (report["samples"], report["annotations"], report["rankings"], report["datasets"]) == (1, 1, 1, 1)
+    assert [m["id"] for m in report["models"]] == [models[1], models[0]]  # the evaluated one first
+    assert report["models"][0]["overall"] == 0.75 and report["models"][1]["overall"] is None
+    assert {r["state"] for r in report["eval_runs"]} == {"done", "running"}
+    done = next(r for r in report["eval_runs"] if r["state"] == "done")
+    assert (done["model_id"], done["overall"]) == (models[1], 0.75)
+    json.dumps(report)  # the --json output
+    text = render(report)
+    assert "ingestion    SERVING" in text and f" 1. {models[1]}" in text
+    assert f"evaluating {models[0]}: 0/3" in text
+    board = leaderboard(engine)
+    assert board.splitlines()[2].startswith(models[1]) and "0.7500" in board
+
+
+def test_cli_json_on_a_real_store(engine: Engine, db_url: str) -> None:
+    fill(engine)
+    run = subprocess.run(
+        [sys.executable, "-m", "cheems_cli", "status", "--db", db_url, "--json", "--timeout", "0.5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    report = json.loads(run.stdout)
+    assert set(report) >= {"services", "samples", "annotations", "rankings", "datasets", "models", "eval_runs"}
+    assert {"id", "path", "dataset", "overall"} <= set(report["models"][0])
+    assert {"id", "model_id", "state", "overall"} <= set(report["eval_runs"][0])

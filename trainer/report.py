@@ -1,0 +1,128 @@
+"""What a training run tells the user: per-rank logging, progress, and the closing summary.
+
+Rank 0 narrates at INFO: the data counts once the data is read (a warning too when responses were
+dropped for length), progress while training, and a summary block at the end:
+
+    INFO trainer.train: training done
+      data: 87 responses read, 70 kept, 16 dropped over max_length 64, 1 dropped without a pair, ...
+      trained 7 steps, final loss 0.5627, CheemsBench overall 0.3462
+      model in out/train-tiny/model
+
+Other ranks log warnings only, prefixed with their rank, so torchrun's merged output says each
+thing once. Progress is a tqdm bar on a terminal, else a `step N/M` line every `log_every` steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import TextIO
+
+from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
+
+from evaluator.metrics import EvalResult
+from trainer.data import Dataset
+
+FORMAT = "%(levelname)s %(name)s: %(message)s"  # the CLI's format, so both launch paths read the same
+LINES_PER_RUN = 20  # progress lines of a run whose log_every is 0
+
+log = logging.getLogger(__name__)
+
+
+def configure_logging(rank: int, verbose: bool = False) -> None:
+    """Rank 0 logs INFO, other ranks warnings only; every rank DEBUG when verbose.
+
+    Keeps a handler already installed (the CLI's, when `cheems train` trains in its own process) and
+    sets the level either way: `basicConfig(level=...)` is ignored once a handler exists.
+    """
+    logging.basicConfig(format=(f"[rank {rank}] " if rank else "") + FORMAT)
+    level = logging.DEBUG if verbose else logging.INFO if rank == 0 else logging.WARNING
+    logging.getLogger().setLevel(level)
+
+
+def describe_data(data: Dataset, max_length: int) -> str:
+    """Every count of reading the training data: responses, pairs and prompts read, kept and dropped."""
+    s = data.stats
+    pairs, prompts = data.num_pairs, len(data.groups)
+    return (
+        f"{s.responses} responses read, {len(data.examples)} kept, "
+        f"{s.dropped_responses} dropped over max_length {max_length}, "
+        f"{s.unpaired_dropped} dropped without a pair, {s.truncated} truncated; "
+        f"{pairs + s.dropped_pairs} pairs read, {pairs} kept, {s.dropped_pairs} dropped; "
+        f"{prompts + s.dropped_prompts} prompts read, {prompts} kept, {s.dropped_prompts} dropped"
+    )
+
+
+def report_data(data: Dataset, max_length: int) -> None:
+    log.info("data: %s", describe_data(data, max_length))
+    s = data.stats
+    if s.dropped_responses:
+        log.warning(
+            "%d of %d responses (%.0f%%) are longer than max_length %d tokens and were dropped with %d pairs; "
+            "raise it (--set max_length=N) or truncate them instead (--set length_policy=left)",
+            s.dropped_responses,
+            s.responses,
+            100 * s.dropped_responses / s.responses,
+            max_length,
+            s.dropped_pairs,
+        )
+
+
+def report_eval(step: int, result: EvalResult) -> None:
+    subsets = " ".join(f"{n} acc {s.accuracy:.4f} exact {s.exact_match:.4f}" for n, s in result.subsets.items())
+    log.info("eval at step %d: CheemsBench overall %.4f, %s", step, result.overall, subsets)
+
+
+def summary(data: str, steps: int, loss: float, overall: float | None, model_dir: Path | None, resume: Path) -> str:
+    """The closing block: what was read, what was trained, where the model (or the checkpoint) is."""
+    trained = f"trained {steps} steps, final loss {loss:.4f}"
+    if overall is not None:
+        trained += f", CheemsBench overall {overall:.4f}"
+    if model_dir is None:
+        return f"training stopped\n  data: {data}\n  {trained}\n  checkpoint in {resume}; rerun to resume"
+    return f"training done\n  data: {data}\n  {trained}\n  model in {model_dir}"
+
+
+class Progress:
+    """A tqdm bar on a terminal; elsewhere (logs, CI, pipes) a `step N/M` line every `every` steps.
+
+    Used as a context manager: while the bar is shown, log lines are written above it.
+    """
+
+    def __init__(self, total: int, initial: int, enabled: bool, every: int = 0, stream: TextIO | None = None) -> None:
+        stream = stream or sys.stderr
+        self.total, self.initial, self.started = total, initial, time.perf_counter()
+        self.every = every or max(1, total // LINES_PER_RUN)
+        self.bar = (
+            tqdm(total=total, initial=initial, desc="train", file=stream) if enabled and stream.isatty() else None
+        )
+        self.lines = enabled and self.bar is None
+        self._redirect: contextlib.AbstractContextManager[None] = (
+            logging_redirect_tqdm() if self.bar else contextlib.nullcontext()
+        )
+
+    def __enter__(self) -> Progress:
+        self._redirect.__enter__()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        self._redirect.__exit__(kind, error, tb)
+
+    def update(self, step: int, epoch: int, loss: float, lr: float) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(loss=f"{loss:.4f}", epoch=epoch)
+        elif self.lines and (step % self.every == 0 or step in (self.initial + 1, self.total)):
+            per_step = (time.perf_counter() - self.started) / (step - self.initial)
+            left = tqdm.format_interval(per_step * (self.total - step))
+            log.info(
+                "step %d/%d  epoch %d  loss %.4f  lr %.2e  %.2f s/step  %s left",
+                *(step, self.total, epoch, loss, lr, per_step, left),
+            )

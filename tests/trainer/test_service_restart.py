@@ -91,10 +91,12 @@ def test_a_restarted_service_reattaches_and_relaunches(
         # the run that will die: a checkpoint every other step, killed after the first one
         dying = first.stub.StartTraining(
             training_pb2.StartTrainingRequest(
-                dataset_recipe="human", overrides={**FAST, "epochs": "2", "save_every": "2"}
+                dataset_recipe="human", overrides={**FAST, "epochs": "6", "save_every": "2"}
             )
         )
         wait_for(lambda: first.get(dying.training_id).step >= 3)
+        # frozen at once, so that it cannot finish while the service is killed on a busy machine
+        os.killpg(parse_handle(_handle(engine, dying.training_id))[0], signal.SIGSTOP)
         living = first.stub.StartTraining(
             training_pb2.StartTrainingRequest(dataset_recipe="human", overrides={**FAST, "epochs": "1"})
         )

@@ -84,7 +84,9 @@ def test_sigkill_triton_under_load_recovers_and_health_tells_the_truth(own_trito
             took = time.monotonic() - started
             with lock:
                 outcomes[outcome] = outcomes.get(outcome, 0) + 1
-                if took > 3 + 1.0:  # the deadline plus scheduling slack on two busy cores
+                # twice the deadline: client threads share the GIL with this in-process scorer while Triton
+                # restarts on two busy cores (4.9 s seen in CI); a call held until Triton is back takes 10 s+
+                if took > 2 * 3:
                     overdue.append(took)
 
     clients = [threading.Thread(target=client, daemon=True) for _ in range(8)]

@@ -3,7 +3,9 @@
     values = score_in_groups(model, [[151644, 872], [151644, 872, 198]], max_batch=64, device="cpu")
 
 `forward_rewards` reads the scalar head at each sequence's last real token (right padding);
-`score_in_groups` sorts sequences into length groups first so padding stays small.
+`score_in_groups` sorts sequences into length groups first so padding stays small. With
+`share=True` sequences that begin alike are packed into rows that compute their common prefix
+once (`cheems.packing`); `shared_rewards` is the same for a training forward (gradients flow).
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+
+from cheems.model import head_of
+from cheems.packing import Cost, Packed, Row, lay_out, plan_rows
 
 MAX_BATCH_TOKENS = 32768  # padded tokens per forward in `score_in_groups`
 
@@ -50,12 +55,98 @@ def length_groups(lengths: Sequence[int], max_batch: int, max_tokens: int) -> li
     return groups
 
 
-def score_in_groups(model: Any, sequences: Sequence[Sequence[int]], max_batch: int, device: str) -> list[float]:
-    """Run `model` over length-grouped batches; results in input order."""
+def score_in_groups(
+    model: Any, sequences: Sequence[Sequence[int]], max_batch: int, device: str, share: bool = False
+) -> list[float]:
+    """Run `model` over length-grouped batches; results in input order.
+
+    `share`: sequences with a common prefix worth sharing go in packed rows (`cheems.packing`); the
+    rest, and everything when the model cannot take a packed row's mask, as they are."""
     out = [0.0] * len(sequences)
+    rows = plan_rows(sequences, Cost.of(unwrapped(model).config)) if share and can_share(model) else []
+    packs = [r for r in rows if len(r.members) > 1]
+    alone = [r.members[0] for r in rows if len(r.members) == 1] if rows else list(range(len(sequences)))
     with torch.no_grad():
-        for group in length_groups([len(s) for s in sequences], max_batch, MAX_BATCH_TOKENS):
-            values = forward_rewards(model, [sequences[i] for i in group], device).tolist()
-            for i, v in zip(group, values, strict=True):
+        for group in length_groups([r.length(sequences) for r in packs], max_batch, MAX_BATCH_TOKENS):
+            chosen = [packs[g] for g in group]
+            values = packed_rewards(model, sequences, chosen, device).tolist()
+            for i, v in zip([i for r in chosen for i in r.members], values, strict=True):
+                out[i] = v
+        for group in length_groups([len(sequences[i]) for i in alone], max_batch, MAX_BATCH_TOKENS):
+            members = [alone[g] for g in group]
+            values = forward_rewards(model, [sequences[i] for i in members], device).tolist()
+            for i, v in zip(members, values, strict=True):
                 out[i] = v
     return out
+
+
+def unwrapped(model: Any) -> Any:
+    """The transformers model inside a DDP wrapper (FSDP2 modules are the model itself)."""
+    return getattr(model, "module", model)
+
+
+SHARING_ATTENTION = {"sdpa", "eager"}  # take an arbitrary 4D mask; flash attention does not
+
+
+def can_share(model: Any) -> bool:
+    """Whether `model` takes the packed rows' 4D attention mask and position ids."""
+    return getattr(unwrapped(model).config, "_attn_implementation", None) in SHARING_ATTENTION
+
+
+def shared_rewards(model: Any, sequences: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> torch.Tensor:
+    """`forward_rewards` with common prefixes packed, in one forward (DDP takes one per backward); rewards in
+    input order, with gradients."""
+    if not can_share(model):
+        return forward_rewards(model, sequences, device)
+    rows = plan_rows(sequences, Cost.of(unwrapped(model).config))
+    if all(len(r.members) == 1 for r in rows):  # nothing worth sharing: the plain forward, not a 4D mask
+        return forward_rewards(model, sequences, device)
+    values = packed_rewards(model, sequences, rows, device)
+    order = torch.as_tensor([i for r in rows for i in r.members], dtype=torch.long)
+    return torch.empty_like(values).scatter(0, order.to(values.device), values)
+
+
+def packed_rewards(
+    model: Any, sequences: Sequence[Sequence[int]], rows: Sequence[Row], device: torch.device | str
+) -> torch.Tensor:
+    """Rewards of the rows' members, row by row and member by member, from one forward over the rows.
+
+    Each row is right-padded; its mask lets a member's tokens see the prefix and, causally, their own
+    segment; padding sees only itself. The model runs through its own forward (so DDP and FSDP hooks
+    run) and the head's per-token output is taken on its way out."""
+    packed = [lay_out(r, sequences) for r in rows]
+    ids, positions, allowed = _row_tensors(packed, unwrapped(model).config.pad_token_id)
+    config = unwrapped(model).config
+    if config._attn_implementation == "eager":  # eager adds the mask to the scores
+        dtype = next(unwrapped(model).parameters()).dtype
+        mask: torch.Tensor = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+    else:
+        mask = allowed
+    per_token: list[torch.Tensor] = []
+    hook = head_of(unwrapped(model)).register_forward_hook(lambda _m, _i, output: per_token.append(output))
+    try:
+        model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device))
+    finally:
+        hook.remove()
+    rows_index = torch.as_tensor([r for r, p in enumerate(packed) for _ in p.reads], dtype=torch.long)
+    reads = torch.as_tensor([i for p in packed for i in p.reads], dtype=torch.long)
+    return per_token[-1][rows_index.to(device), reads.to(device), 0].float()
+
+
+def _row_tensors(packed: Sequence[Packed], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """input_ids and position_ids [rows, L], and the boolean attention mask [rows, 1, L, L]."""
+    longest = max(len(p.input_ids) for p in packed)
+    ids = torch.full((len(packed), longest), pad_id, dtype=torch.long)
+    positions = torch.zeros((len(packed), longest), dtype=torch.long)
+    segments = torch.full((len(packed), longest), -1, dtype=torch.long)  # -1: padding
+    for row, p in enumerate(packed):
+        n = len(p.input_ids)
+        ids[row, :n] = torch.as_tensor(p.input_ids)
+        positions[row, :n] = torch.as_tensor(p.positions)
+        segments[row, :n] = torch.as_tensor(p.segments)
+    index = torch.arange(longest)
+    causal = index[None, :] <= index[:, None]  # [query, key]
+    query, key = segments[:, :, None], segments[:, None, :]
+    visible = (key == 0) & (query >= 0) | (key == query)
+    allowed = causal[None] & visible  # padding (segment -1) sees earlier padding and itself: no empty row
+    return ids, positions, allowed[:, None]

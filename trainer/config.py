@@ -37,6 +37,7 @@ class TrainConfig:
     bf16: bool = True  # autocast on GPU; CPU always runs fp32
     gradient_checkpointing: bool = False
     fsdp: bool = False  # shard parameters (large models on GPUs); DDP otherwise
+    prefix_sharing: bool = True  # a prompt's responses in one packed sequence, prompt computed once (exact)
     eval_every: int = 0  # optimizer steps; 0 = at the end only
     eval_ece_bins: int = 5  # bins of the calibration error in evaluations during training
     save_every: int = 0  # optimizer steps; 0 = at the end only

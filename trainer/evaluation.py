@@ -16,7 +16,7 @@ import torch
 
 from cheems.chat import Conversation, Truncation, encode_many
 from cheems.cheemsbench import BenchItem
-from cheems.forward import forward_rewards
+from cheems.forward import forward_rewards, shared_rewards
 from cheems.rewards_file import RewardKey
 from evaluator.evaluate import DEFAULT_OPTIONS, EvalOptions, evaluate, load_subsets
 from evaluator.metrics import EvalResult
@@ -24,9 +24,16 @@ from trainer.distributed import World, gather_objects
 
 
 def bench_rewards(
-    model: Any, tokenizer: Any, items: Sequence[BenchItem], world: World, max_length: int, batch_size: int = 8
+    model: Any,
+    tokenizer: Any,
+    items: Sequence[BenchItem],
+    world: World,
+    max_length: int,
+    batch_size: int = 8,
+    prefix_sharing: bool = False,
 ) -> dict[RewardKey, float]:
-    """Reward of every (prompt, response) of `items`; over-length inputs are truncated on the left."""
+    """Reward of every (prompt, response) of `items`; over-length inputs are truncated on the left.
+    `prefix_sharing`: common prefixes packed (`cheems.forward.shared_rewards`), same rewards."""
     keys = [(i.input, r.id) for i in items for r in i.responses]
     convs = [Conversation(i.input, r.content, i.extra.get("sys_prompt") or None) for i in items for r in i.responses]
     share = -(-len(keys) // (world.size * batch_size)) * batch_size  # equal forwards on every rank
@@ -38,7 +45,8 @@ def bench_rewards(
             chunk = mine[start : start + batch_size]
             todo = chunk or [0]  # a rank past the end still joins the forward
             encoded = encode_many(tokenizer, [convs[k] for k in todo], max_length, Truncation.LEFT)
-            values = forward_rewards(model, [e.input_ids for e in encoded], world.device).tolist()
+            forward = shared_rewards if prefix_sharing else forward_rewards
+            values = forward(model, [e.input_ids for e in encoded], world.device).tolist()
             scores.update({keys[k]: v for k, v in zip(chunk, values, strict=False)})
     model.train()
     merged: dict[RewardKey, float] = {}
@@ -54,8 +62,11 @@ def evaluate_model(
     world: World,
     max_length: int,
     options: EvalOptions = DEFAULT_OPTIONS,
+    prefix_sharing: bool = False,
 ) -> EvalResult:
     """Every metric of the model on the bench files (each file one subset), on every rank."""
     subsets = load_subsets(bench_files)
     items = [item for _, subset_items in subsets.values() for item in subset_items]
-    return evaluate(subsets, bench_rewards(model, tokenizer, items, world, max_length), options)
+    return evaluate(
+        subsets, bench_rewards(model, tokenizer, items, world, max_length, prefix_sharing=prefix_sharing), options
+    )

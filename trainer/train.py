@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from cheems.forward import forward_rewards
+from cheems.forward import forward_rewards, shared_rewards
 from cheems.model import load_model, save_model
 from evaluator.evaluate import EvalOptions
 from evaluator.metrics import EvalResult
@@ -118,7 +118,7 @@ def forward_loss(
     sequences = [data.examples[x].input_ids for x in todo]
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=config.bf16 and world.device.type == "cuda")
     with autocast:
-        out = forward_rewards(model, sequences, world.device)
+        out = (shared_rewards if config.prefix_sharing else forward_rewards)(model, sequences, world.device)
     gathered = gather_with_grad(out[: len(local)], counts, world)
     parts = bt_loss(gathered, pairs_in_batch(batch, data.pairs, data.group_of), config.reg_coef, config.margin)
     return parts, out.sum() * 0.0, sum(len(s) for s in sequences) if local else 0
@@ -201,7 +201,9 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
             done = step == plan.total_steps
             if config.eval_files and (done or (config.eval_every and step % config.eval_every == 0)):
                 options = EvalOptions(ece_bins=config.eval_ece_bins)
-                result = evaluate_model(base, tokenizer, config.eval_files, world, config.max_length, options)
+                result = evaluate_model(
+                    base, tokenizer, config.eval_files, world, config.max_length, options, config.prefix_sharing
+                )
                 record["eval"] = to_json(result)
                 if world.is_main:
                     report_eval(step, result)

@@ -82,7 +82,8 @@ def settings_options(
         def serve_command(config: ScorerConfig) -> None: ...
 
     Each field (but `exclude`) becomes `--field-name`: its type the field's annotation (a Literal
-    lists its choices), its help the field's description plus its environment variable, its shown
+    lists its choices; a bool marked `json_schema_extra={"cli": "on|off"}` takes `on` or `off`, others are
+    `--name/--no-name` flags), its help the field's description plus its environment variable, its shown
     default the field's default. Only options given on the command line are passed to `settings`,
     so the others come from the environment (`<env_prefix><FIELD>`), then the default. The
     environment is read by `settings`, not by click, so the variables are optional. A ValidationError
@@ -93,12 +94,16 @@ def settings_options(
     parameters = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)]
     for name, field in fields.items():
         help = f"{field.description or ''} (env {(prefix + name).upper()})".strip()
+        option = typer.Option(help=help)
+        annotation: Any = field.annotation
+        if annotation is bool and (field.json_schema_extra or {}) == {"cli": "on|off"}:
+            annotation = str  # a value, `--name on|off`, not typer's `--name/--no-name` pair
+            option = typer.Option(
+                help=help, parser=on_off, metavar="<on|off>", show_default="on" if field.default else "off"
+            )
         parameters.append(
             inspect.Parameter(
-                name,
-                inspect.Parameter.KEYWORD_ONLY,
-                annotation=Annotated[field.annotation, typer.Option(help=help)],
-                default=field.default,
+                name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[annotation, option], default=field.default
             )
         )
 
@@ -117,6 +122,15 @@ def settings_options(
         return run
 
     return decorate
+
+
+def on_off(value: str | bool) -> bool:
+    """An on|off option's value (its default arrives as the field's bool)."""
+    if isinstance(value, bool):
+        return value
+    if value.lower() not in ("on", "off"):
+        raise typer.BadParameter(f"on or off, got {value!r}")
+    return value.lower() == "on"
 
 
 def _from_command_line(ctx: typer.Context, name: str) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -92,8 +92,14 @@ def export_triton_command(
     name: Annotated[str, typer.Option()] = "cheems_rm",
     max_batch_size: Annotated[int, typer.Option(min=1)] = 64,
     device: Annotated[str, typer.Option(help="cpu, or cuda for KIND_GPU instances.")] = "cpu",
+    prefix_sharing: Annotated[
+        Literal["on", "off"], typer.Option(help="on: pack one prompt's responses, as `serve --prefix-sharing`.")
+    ] = "on",
 ) -> None:
     """Export a checkpoint as a Triton model repository (Python backend) for the official Triton image."""
     from services.scorer.model_repository import export_triton_repository
 
-    typer.echo(f"wrote {export_triton_repository(model, out, name, max_batch_size, device=device)}")
+    target = export_triton_repository(
+        model, out, name, max_batch_size, device=device, prefix_sharing=prefix_sharing == "on"
+    )
+    typer.echo(f"wrote {target}")

@@ -8,8 +8,8 @@ Modules:
 - settings and errors: `config` (ScorerConfig, `CHEEMS_SCORER_*`; `cheems serve`'s options are its
   fields), `errors`.
 - pure core: `tokenization` (texts -> bounded token sequences, scores -> replies), `batching`
-  (length buckets), `deadline` (one deadline per call), `wire` (a look at a serialized request
-  before parsing it).
+  (length buckets; one prompt's sequences kept in one Triton request), `deadline` (one deadline
+  per call), `wire` (a look at a serialized request before parsing it).
 - the service: `service` (the Scorer: requests -> rewards, transport-free), `tokenizer_pool`
   (tokenizers leased per call), `backends` (in-process torch, Triton client), `telemetry`
   (Prometheus counters).

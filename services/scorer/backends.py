@@ -5,7 +5,11 @@
   (`triton_model`), or any Triton serving the same model signature. Sequences are padded up to
   a multiple of `batching.BUCKET` (512) tokens, so Triton's dynamic batcher can merge concurrent
   requests whose lengths fall in the same 512-token bucket, and sent in requests of at most
-  Triton's `max_batch_size` rows (Triton rejects larger ones).
+  Triton's `max_batch_size` rows (Triton rejects larger ones). With prefix sharing, sequences the
+  model would pack into one row (one prompt's responses) travel in one request (`batching.requests`).
+
+`prefix_sharing` says whether the model packs sequences that share a prefix (`cheems.packing`);
+GetModelInfo reports it.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from cheems.forward import score_in_groups
-from services.scorer.batching import by_bucket
+from cheems.forward import can_share, score_in_groups
+from cheems.packing import Cost, plan_rows
+from services.scorer.batching import requests
 from services.scorer.errors import BackendUnavailable, DeadlineExceeded, ScorerError
 
 log = logging.getLogger(__name__)
@@ -27,6 +32,9 @@ log = logging.getLogger(__name__)
 
 class Backend(Protocol):
     name: str
+
+    @property
+    def prefix_sharing(self) -> bool: ...
 
     def ready(self) -> bool: ...
 
@@ -38,13 +46,17 @@ class Backend(Protocol):
 class TorchBackend:
     name = "torch"
 
-    def __init__(self, model_dir: str, device: str = "cpu", max_batch: int = 64, tokenizer: Any = None) -> None:
-        """`tokenizer`: the checkpoint's, if loaded already (else `load_model` loads it again)."""
+    def __init__(
+        self, model_dir: str, device: str = "cpu", max_batch: int = 64, tokenizer: Any = None, share: bool = False
+    ) -> None:
+        """`tokenizer`: the checkpoint's, if loaded already (else `load_model` loads it again); `share`: pack
+        sequences with a common prefix (where the model's attention takes the packed mask)."""
         from cheems.model import load_model
 
         self.model, _ = load_model(model_dir, tokenizer=tokenizer)
         self.model.to(device).eval()
         self.device, self.max_batch = device, max_batch
+        self.prefix_sharing = share and can_share(self.model)
         self._lock = threading.Lock()  # one forward at a time; torch uses the cores itself
 
     def ready(self) -> bool:
@@ -54,7 +66,7 @@ class TorchBackend:
         with self._lock:
             if self.model is None:
                 raise BackendUnavailable("the model was closed (the scorer is stopping or switched models)")
-            return score_in_groups(self.model, sequences, self.max_batch, self.device)
+            return score_in_groups(self.model, sequences, self.max_batch, self.device, share=self.prefix_sharing)
 
     def close(self) -> None:
         with self._lock:  # after the forward in progress, if any
@@ -64,13 +76,37 @@ class TorchBackend:
 class TritonBackend:
     name = "triton"
 
-    def __init__(self, url: str, model_name: str, max_batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        url: str,
+        model_name: str,
+        max_batch_size: int = 64,
+        cost: Cost | None = None,
+        prefix_sharing: bool | None = None,
+    ) -> None:
+        """`cost`: the model's (`Cost.of`), to keep the sequences it would pack in one request; None sends each
+        to its length's bucket. `prefix_sharing`: whether the Triton model packs; None asks Triton (the
+        `prefix_sharing` parameter of its model config, which `model_repository` writes)."""
         import tritonclient.grpc as triton_grpc
 
         self._grpc = triton_grpc
         self.model_name, self.max_batch_size = model_name, max_batch_size
         self.url = url
         self.client = triton_grpc.InferenceServerClient(url=url)
+        self.cost = cost
+        self._prefix_sharing = prefix_sharing
+
+    @property
+    def prefix_sharing(self) -> bool:
+        """Whether the Triton model packs sequences that share a prefix; False while Triton cannot be asked."""
+        if self._prefix_sharing is None:
+            try:
+                config = self.client.get_model_config(self.model_name, as_json=True, client_timeout=5)["config"]
+            except Exception:
+                return False
+            value = config.get("parameters", {}).get("prefix_sharing", {}).get("string_value", "off")
+            self._prefix_sharing = value == "on"
+        return self._prefix_sharing
 
     def reconnect(self, url: str) -> None:
         """Point at a restarted Triton; calls in flight on the old one fail as UNAVAILABLE."""
@@ -85,15 +121,15 @@ class TritonBackend:
             return False
 
     def score(self, sequences: Sequence[Sequence[int]], timeout: float | None = None) -> list[float]:
-        """One Triton request per length bucket (`batching.BUCKET` tokens) and chunk of max_batch_size rows.
+        """One Triton request per length bucket (`batching.BUCKET` tokens) and chunk of max_batch_size rows;
+        with a `cost`, the sequences the model would pack together go in one request.
 
         All are in flight together. `timeout` None waits as long as Triton takes (the deadline is the scorer's)."""
         pending: list[tuple[list[int], Future[Any]]] = []
         client = self.client
-        for padded, bucket in by_bucket([len(s) for s in sequences]).items():
-            for first in range(0, len(bucket), self.max_batch_size):
-                members = bucket[first : first + self.max_batch_size]
-                pending.append((members, self._infer_async(client, self._rows(sequences, members, padded), timeout)))
+        together = [r.members for r in plan_rows(sequences, self.cost) if len(r.members) > 1] if self.cost else []
+        for padded, members in requests([len(s) for s in sequences], self.max_batch_size, together):
+            pending.append((members, self._infer_async(client, self._rows(sequences, members, padded), timeout)))
         out = [0.0] * len(sequences)
         for members, future in pending:
             result = future.result()

@@ -179,6 +179,12 @@ class RewardClient:
     ) -> list[float]:
         return list(self.score_full(prompt, responses, system_prompt, history, timeout).scores)
 
+    def score_batch(
+        self, items: Sequence[reward_pb2.ScoreRequest], timeout: float | None = None
+    ) -> list[reward_pb2.ScoreResponse]:
+        """One ScoreBatch call: the replies to `items`, in order, each naming the model that scored it."""
+        return list(self._call(self.stub.ScoreBatch, reward_pb2.ScoreBatchRequest(items=items), timeout).results)
+
     def best_of_n(self, prompt: str, candidates: Sequence[str], system_prompt: str = "") -> tuple[int, str, float]:
         """(index, text, score) of the highest-scoring candidate."""
         reply = self.score_full(prompt, candidates, system_prompt)

@@ -79,6 +79,12 @@ class ScorerConfig(BaseSettings):
         description="Triton's dynamic batch, in responses; larger requests go to Triton in chunks of this.",
     )
     queue_delay_us: int = Field(default=2000, ge=0, description="Microseconds Triton waits to fill a batch.")
+    prefix_sharing: bool = Field(
+        default=True,
+        description="on: responses to one prompt go in one packed row that computes their common prefix once "
+        "(rewards unchanged); off: each sequence on its own.",
+        json_schema_extra={"cli": "on|off"},  # `--prefix-sharing on|off`, not a --flag/--no-flag pair
+    )
     max_responses: int = Field(default=64, ge=1, description="Responses per Score call (per ScoreBatch item).")
     max_batch_items: int = Field(default=128, ge=1, description="Items per ScoreBatch call.")
     max_queries: int = Field(

@@ -13,6 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from cheems.packing import Cost
 from services.scorer.backends import Backend, TorchBackend, TritonBackend
 from services.scorer.config import ScorerConfig
 from services.scorer.served import ModelRef, ServedModel
@@ -103,17 +104,26 @@ def tokenizer_fingerprint(path: str) -> str:
 
 
 def make_backend(config: ScorerConfig, path: str, tokenizer: Any = None) -> tuple[Backend, TritonHost | None]:
-    """(backend, the Triton started for it or None); `tokenizer`, the checkpoint's, saves loading it again."""
+    """(backend, the Triton started for it or None); `tokenizer`, the checkpoint's, saves loading it again.
+
+    `prefix_sharing` reaches the model's forward: in process, in the infer function of our Triton; an
+    external Triton's model has its own (`cheems export-triton --prefix-sharing`), and the scorer only keeps
+    one prompt's sequences in one request for it."""
+    share = config.prefix_sharing
     if config.backend == "torch":
-        return TorchBackend(path, config.device, config.max_batch_size, tokenizer), None
+        return TorchBackend(path, config.device, config.max_batch_size, tokenizer, share), None
     if config.triton_url:
-        return TritonBackend(config.triton_url, config.triton_model_name, config.max_batch_size), None
+        from transformers import AutoConfig
+
+        cost = Cost.of(AutoConfig.from_pretrained(path)) if share else None
+        return TritonBackend(config.triton_url, config.triton_model_name, config.max_batch_size, cost), None
     host = TritonHost(
-        path, config.triton_model_name, config.device, config.max_batch_size, config.queue_delay_us, tokenizer
+        path, config.triton_model_name, config.device, config.max_batch_size, config.queue_delay_us, tokenizer, share
     )
     try:
         url = host.start()
-        return TritonBackend(url, config.triton_model_name, config.max_batch_size), host
+        cost = Cost.of(host.model_config) if host.prefix_sharing else None
+        return TritonBackend(url, config.triton_model_name, config.max_batch_size, cost, host.prefix_sharing), host
     except BaseException:
         host.stop()
         raise

@@ -1,13 +1,14 @@
 """Export a checkpoint as a Triton model repository, for the official Triton server image.
 
-    cheems export-triton --model out/train-tiny/model --out out/triton-repo
+    cheems export-triton --model out/train-tiny/model --out out/triton-repo [--prefix-sharing off]
 
 Layout: REPO/<name>/config.pbtxt, REPO/<name>/1/model.py (a copy of `triton_python_model`) and
 REPO/<name>/1/model/ (a copy of the checkpoint, made self-describing like every checkpoint we write:
 see `cheems.model.describe_reward_model`; the source is left as it is). The model has the signature of
 `triton_model`, so the scorer reaches it with `--triton-url`. The Triton image needs this project
 installed (`pip install .`) so `model.py` can import it; `cheems serve` without `--triton-url` needs
-none of this (PyTriton).
+none of this (PyTriton). The model config's `prefix_sharing` parameter ("on" or "off") is read by the
+model (`triton_python_model`) and reported by the scorer in GetModelInfo.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ output [
 dynamic_batching {{ max_queue_delay_microseconds: {queue_delay_us} }}
 instance_group [ {{ kind: {kind} count: 1 }} ]
 parameters {{ key: "device" value: {{ string_value: "{device}" }} }}
+parameters {{ key: "prefix_sharing" value: {{ string_value: "{prefix_sharing}" }} }}
 """
 # Copied, never imported here: it imports triton_python_backend_utils, which exists only inside Triton.
 MODEL_PY = Path(__file__).with_name("triton_python_model.py")
@@ -42,6 +44,7 @@ def export_triton_repository(
     max_batch_size: int = 64,
     queue_delay_us: int = 2000,
     device: str = "cpu",
+    prefix_sharing: bool = True,
 ) -> Path:
     """Write the repository; returns REPO/<name>."""
     from cheems.model import describe_checkpoint  # torch and transformers: only when exporting
@@ -57,7 +60,12 @@ def export_triton_repository(
     kind = "KIND_GPU" if device.startswith("cuda") else "KIND_CPU"
     (target / "config.pbtxt").write_text(
         CONFIG.format(
-            name=name, max_batch_size=max_batch_size, queue_delay_us=queue_delay_us, kind=kind, device=device
+            name=name,
+            max_batch_size=max_batch_size,
+            queue_delay_us=queue_delay_us,
+            kind=kind,
+            device=device,
+            prefix_sharing="on" if prefix_sharing else "off",
         ),
         encoding="utf-8",
     )

@@ -127,6 +127,8 @@ class RewardServicer:
             model_id=current.ref.model_id if current else "",
             model_path=current.ref.path if current else "",
             follow_error=models.follow_error,
+            # a backend that does not say (a benchmark's stand-in) does not share
+            prefix_sharing=getattr(current.backend, "prefix_sharing", False) if current else config.prefix_sharing,
         )
 
 

@@ -3,7 +3,9 @@
 Signature (also what an external Triton must serve): inputs `input_ids` INT64 [-1] (right-padded)
 and `lengths` INT64 [1]; output `rewards` FP32 [1]; batch dimension first. Triton's dynamic
 batcher merges concurrent requests of equal padded length (`max_batch_size`, a short queue
-delay); the infer function then re-groups the merged batch by true length to limit padding.
+delay); the infer function then re-groups the merged batch by true length to limit padding and,
+with prefix sharing, packs the sequences of each prompt, from whichever requests they came
+(`cheems.forward.score_in_groups`).
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from cheems.forward import score_in_groups
+from cheems.forward import can_share, score_in_groups
 from services.scorer import processes
 
 log = logging.getLogger(__name__)
 
 
-def make_infer(model: Any, device: str, max_batch: int) -> Callable[..., dict[str, np.ndarray]]:
+def make_infer(model: Any, device: str, max_batch: int, share: bool = False) -> Callable[..., dict[str, np.ndarray]]:
+    """Triton's infer function over the merged batch; `share`: pack sequences with a common prefix."""
     from pytriton.decorators import batch
 
     # PyTriton may call this from several threads at once; concurrent forwards make torch's thread
@@ -37,7 +40,7 @@ def make_infer(model: Any, device: str, max_batch: int) -> Callable[..., dict[st
     def infer(input_ids: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
         sequences = [row[: int(n)].tolist() for row, n in zip(input_ids, lengths[:, 0], strict=True)]
         with lock:
-            values = score_in_groups(model, sequences, max_batch, device)
+            values = score_in_groups(model, sequences, max_batch, device, share=share)
         return {"rewards": np.asarray(values, dtype=np.float32)[:, None]}
 
     return infer
@@ -66,10 +69,18 @@ class TritonHost:
     (Python-backend stubs orphaned by a killed server) is killed."""
 
     def __init__(
-        self, model_dir: str, name: str, device: str, max_batch_size: int, queue_delay_us: int, tokenizer: Any = None
+        self,
+        model_dir: str,
+        name: str,
+        device: str,
+        max_batch_size: int,
+        queue_delay_us: int,
+        tokenizer: Any = None,
+        share: bool = False,
     ) -> None:
-        """`tokenizer`: the checkpoint's, if loaded already (it is needed only while loading the model)."""
-        self.model_dir, self.name, self.device = model_dir, name, device
+        """`tokenizer`: the checkpoint's, if loaded already (it is needed only while loading the model);
+        `share`: prefix sharing in the infer function (where the model's attention takes it)."""
+        self.model_dir, self.name, self.device, self.share = model_dir, name, device, share
         self._tokenizer = tokenizer
         self.max_batch_size, self.queue_delay_us = max_batch_size, queue_delay_us
         self.triton: Any = None
@@ -77,6 +88,16 @@ class TritonHost:
         self.log_file = ""
         self._model: Any = None
         self._seen: set[processes.Proc] = set()
+
+    @property
+    def prefix_sharing(self) -> bool:
+        """Whether the served model packs sequences that share a prefix (known once started)."""
+        return self.share and self._model is not None and can_share(self._model)
+
+    @property
+    def model_config(self) -> Any:
+        """The transformers config of the served model (None before the first start)."""
+        return None if self._model is None else self._model.config
 
     @property
     def pid(self) -> int | None:
@@ -124,7 +145,7 @@ class TritonHost:
         self.triton = Triton(config=config)
         self.triton.bind(
             model_name=self.name,
-            infer_func=make_infer(model, self.device, self.max_batch_size),
+            infer_func=make_infer(model, self.device, self.max_batch_size, self.prefix_sharing),
             inputs=[
                 Tensor(name="input_ids", dtype=np.int64, shape=(-1,)),
                 Tensor(name="lengths", dtype=np.int64, shape=(1,)),

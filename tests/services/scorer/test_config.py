@@ -39,6 +39,7 @@ KNOWN_OPTIONS = (
     "max-call-seconds",
     "triton-restarts",
     "drain-seconds",
+    "prefix-sharing",
 )
 
 
@@ -130,6 +131,8 @@ def test_serve_options_reach_the_config_env_fills_the_rest(
         ([], {"CHEEMS_SCORER_GRPC_PORT": "many"}, "'CHEEMS_SCORER_GRPC_PORT'"),
         (["--truncation", "middle"], {}, "'--truncation'"),
         (["--max-call-seconds", "-1"], {}, "'--max-call-seconds'"),
+        (["--prefix-sharing", "maybe"], {}, "'--prefix-sharing'"),
+        ([], {"CHEEMS_SCORER_PREFIX_SHARING": "maybe"}, "'CHEEMS_SCORER_PREFIX_SHARING'"),
     ],
 )
 def test_a_bad_value_is_a_usage_error_naming_its_option(
@@ -146,6 +149,31 @@ def test_a_bad_value_is_a_usage_error_naming_its_option(
     assert result.exit_code == 2, result.output
     assert named in result.output and "Traceback" not in result.output
     assert not served
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "sharing"),
+    [
+        ([], {}, True),  # on by default
+        (["--prefix-sharing", "off"], {}, False),
+        (["--prefix-sharing", "OFF"], {}, False),
+        ([], {"CHEEMS_SCORER_PREFIX_SHARING": "off"}, False),
+        (["--prefix-sharing", "on"], {"CHEEMS_SCORER_PREFIX_SHARING": "off"}, True),  # the command line wins
+    ],
+)
+def test_prefix_sharing_is_on_or_off(
+    served: list[ScorerConfig],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    env: dict[str, str],
+    sharing: bool,
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    result = CliRunner().invoke(app, ["serve", "--model", str(tmp_path), *args])
+    assert result.exit_code == 0, result.output
+    assert [config.prefix_sharing for config in served] == [sharing]
 
 
 def test_serve_needs_a_checkpoint_directory(served: list[ScorerConfig], tmp_path: Path) -> None:

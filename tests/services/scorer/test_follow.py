@@ -42,9 +42,16 @@ pytestmark = pytest.mark.slow
 def following(
     broker: EmbeddedBroker, store: tuple[str, Engine], first: training_pb2.Model, expected: object
 ) -> Iterator[ScorerServer]:
-    """`cheems serve --follow --db URL --backend torch`, in process, started from the registry."""
+    """`cheems serve --follow --db URL --backend torch --prefix-sharing off`, in process, started from the
+    registry (sharing off: not the default, so a model loaded later shows whether it kept the setting)."""
     config = ScorerConfig(
-        follow=True, bootstrap=broker.bootstrap, db=store[0], backend="torch", grpc_port=0, http_port=-1
+        follow=True,
+        bootstrap=broker.bootstrap,
+        db=store[0],
+        backend="torch",
+        grpc_port=0,
+        http_port=-1,
+        prefix_sharing=False,
     )
     with ScorerServer(config) as server:
         yield server
@@ -79,6 +86,8 @@ def test_switches_under_load_without_a_failed_or_mixed_call(
     check_switch(load, scores, first.model_id, two.model_id, announced, switched)
     info = model_info(port)
     assert (info.model_id, info.model_path, info.name) == (two.model_id, str(checkpoints["two"]), "two")
+    assert info.prefix_sharing is False and following.backend is not None
+    assert following.backend.prefix_sharing is False, "the followed model lost --prefix-sharing off"
     assert old is not None and wait_for(lambda: old.closed, 10), "the old model was not closed"
 
 

@@ -8,9 +8,9 @@ PROTOS := $(wildcard protos/cheems/v1/*.proto)
 STAMP_INSTALL := $(VENV)/.installed
 STAMP_PROTO   := cheems/v1/.stamp-proto
 
-.PHONY: setup proto test demo check bench lock clean sample train kubectl
+.PHONY: setup proto test demo check bench lock clean sample train kubectl chromium
 
-setup: $(STAMP_INSTALL) $(STAMP_PROTO) kubectl
+setup: $(STAMP_INSTALL) $(STAMP_PROTO) kubectl chromium
 
 # kubectl (with its built-in kustomize, v5 or newer) renders k8s/ in the tests; when it is missing,
 # Debian's kubernetes-client package provides one.
@@ -20,11 +20,20 @@ kubectl:
 	  SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 	  $$SUDO apt-get install -y -q kubernetes-client || { $$SUDO apt-get update -q && $$SUDO apt-get install -y -q kubernetes-client; }; }
 
+# The browser tests (tests/web) drive Debian's Chromium through Playwright (`executable_path`); Playwright's
+# own browser download is never run. A CJK font so screenshots show Chinese text, not boxes.
+CHROMIUM_PACKAGES := chromium chromium-driver fonts-wqy-microhei
+chromium:
+	@{ command -v chromium >/dev/null && command -v chromedriver >/dev/null && [ -e /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ]; } || { \
+	  echo "chromium not found: installing Debian's $(CHROMIUM_PACKAGES)"; \
+	  SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+	  $$SUDO apt-get install -y -q $(CHROMIUM_PACKAGES) || { $$SUDO apt-get update -q && $$SUDO apt-get install -y -q $(CHROMIUM_PACKAGES); }; }
+
 $(STAMP_INSTALL): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version.split()[0]'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip==25.3
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
+	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
 	touch $@
 
 # Generates the cheems.v1 package from protos/ (never edit the output by hand).

@@ -53,13 +53,21 @@ def service_annotation(
         typer.Option(metavar="PATTERN", help="Sample sources people annotate, fnmatch (repeat; default: all)."),
     ] = None,
     port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50053,
+    http_port: Annotated[
+        int, typer.Option(min=-1, max=65535, help="HTTP port of the annotator's page (0 = any free port, -1 = none).")
+    ] = 8053,
+    lease: Annotated[
+        float, typer.Option(min=1.0, help="Seconds an annotator holds a task on the page before it may go to another.")
+    ] = 1800.0,
     host: ListenHost = "127.0.0.1",
     intake_delay: Annotated[float, typer.Option(hidden=True, help="Tests: seconds to pause after each sample.")] = 0.0,
 ) -> None:
     """gRPC cheems.v1.AnnotationService with health, until SIGTERM. With --bootstrap: new samples
-    (cheems.samples.v1) become triple-wise tasks, and annotations and rankings are published."""
+    (cheems.samples.v1) become triple-wise tasks, and annotations and rankings are published. With
+    --http-port: the annotator's page (/annotate) and the admin overview (/admin) over HTTP."""
     from services.annotation.intake import IntakeConfig
     from services.annotation.server import serve
+    from services.annotation.workbench import WorkbenchConfig
     from services.hosting import HostConfig
 
     try:
@@ -68,10 +76,12 @@ def service_annotation(
         raise typer.BadParameter(str(e), param_hint="--human-sources") from None
     events = f", samples and events on {bootstrap}" if bootstrap else ""
 
-    def ready(bound: int) -> None:
-        typer.echo(f"annotation: gRPC {host}:{bound}{events}")
+    def ready(bound: int, http_bound: int | None) -> None:
+        page = f", annotator page http://{host}:{http_bound}/annotate" if http_bound is not None else ""
+        typer.echo(f"annotation: gRPC {host}:{bound}{events}{page}")
 
-    serve(db, HostConfig(port=port, host=host), ready, bootstrap, intake)
+    web = WorkbenchConfig(lease_seconds=lease)
+    serve(db, HostConfig(port=port, host=host), ready, bootstrap, intake, http_port, web)
 
 
 @service.command("judge")
@@ -121,6 +131,9 @@ def service_evaluation(
     db: DatabaseUrl,
     scorer_url: ScorerUrl,
     port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50056,
+    http_port: Annotated[
+        int, typer.Option(min=-1, max=65535, help="The leaderboard's HTTP port (0 = any free port, -1 = none).")
+    ] = 8056,
     host: ListenHost = "127.0.0.1",
     evaluate_models: Annotated[
         list[str] | None,
@@ -130,8 +143,9 @@ def service_evaluation(
         ),
     ] = None,
 ) -> None:
-    """gRPC cheems.v1.EvaluationService (StartRun, GetRun) with health, until SIGTERM; with --evaluate-models,
-    a run of each newly registered model (cheems.models.v1) on those files, scored by --scorer-url."""
+    """gRPC cheems.v1.EvaluationService (StartRun, GetRun) with health, and the leaderboard over HTTP
+    (--http-port), until SIGTERM; with --evaluate-models, a run of each newly registered model
+    (cheems.models.v1) on those files, scored by --scorer-url."""
     from evaluator.errors import BadRequest
     from evaluator.model_runs import ModelRunsConfig
     from evaluator.server import EvaluationConfig, resolve_bench, serve
@@ -147,8 +161,12 @@ def service_evaluation(
         except BadRequest as e:
             raise typer.BadParameter(str(e).partition(": ")[2], param_hint="--evaluate-models") from None
         models = ModelRunsConfig(bench, required(scorer_url, "CHEEMS_SCORER_URL"))
-    config = EvaluationConfig(Path(bench_root), HostConfig(port=port, host=host), models)
-    serve(db, bootstrap, config, lambda bound: typer.echo(f"evaluation: gRPC {host}:{bound}, bench root {bench_root}"))
+    config = EvaluationConfig(Path(bench_root), HostConfig(port=port, host=host), models, http_port)
+    serve(
+        db, bootstrap, config,
+        lambda bound: typer.echo(f"evaluation: gRPC {host}:{bound}, bench root {bench_root}"),
+        lambda bound: typer.echo(f"evaluation: leaderboard http://{host}:{bound}/"),
+    )  # fmt: skip
 
 
 @service.command("eval-worker")
@@ -167,6 +185,9 @@ def service_eval_worker(
             help="Seconds to keep asking while the scorer serves another model than a run's; then the run fails.",
         ),
     ] = 120.0,
+    batch_size: Annotated[
+        int, typer.Option(min=1, help="Score requests per poll: scored in ScoreBatch calls, committed together.")
+    ] = 256,
 ) -> None:
     """Score worker: score requests from Kafka -> RewardService -> scores to Kafka, until SIGTERM."""
     from evaluator.process import ProcessConfig, serve_worker
@@ -182,7 +203,7 @@ def service_eval_worker(
         token,
         config,
         lambda bound: typer.echo(f"worker: health on :{bound}"),
-        worker=WorkerConfig(model_wait=model_wait),
+        worker=WorkerConfig(model_wait=model_wait, batch_size=batch_size),
     )
 
 
@@ -193,15 +214,20 @@ def service_eval_sink(
     db: DatabaseUrl,
     health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50055,
     host: ListenHost = "127.0.0.1",
-    delay: Annotated[float, typer.Option(hidden=True, help="Tests: seconds to pause after each stored score.")] = 0.0,
+    batch_size: Annotated[
+        int, typer.Option(min=1, help="Scores per poll: stored in one transaction, committed together.")
+    ] = 512,
+    delay: Annotated[float, typer.Option(hidden=True, help="Tests: seconds to pause after each stored batch.")] = 0.0,
     group: Annotated[str, typer.Option(hidden=True, help="Tests: a consumer group of their own.")] = "",
 ) -> None:
     """Result sink: scores from Kafka -> eval_scores; completed runs -> metrics and eval results, until SIGTERM."""
     from evaluator.process import ProcessConfig, serve_sink
+    from evaluator.sink import SinkConfig
 
     required(bootstrap, "CHEEMS_KAFKA_BOOTSTRAP")
     config = ProcessConfig(health_port=health_port, health_host=host)
-    serve_sink(bootstrap, db, config, lambda bound: typer.echo(f"sink: health on :{bound}"), delay, group)
+    sink = SinkConfig(batch_size=batch_size, delay=delay)
+    serve_sink(bootstrap, db, config, lambda bound: typer.echo(f"sink: health on :{bound}"), sink, group)
 
 
 @service.command("training")

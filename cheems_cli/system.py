@@ -54,6 +54,7 @@ def up_command(
 ) -> None:
     """Run the whole loop on this machine until Ctrl-C: broker, store, ingestion, annotation (+ AI judge),
     training, the scorer following the registry, score workers, sink and the evaluation API."""
+    from services import hosting
     from system.plan import SystemConfig, addresses
     from system.supervisor import Supervisor
     from system.up import up
@@ -73,6 +74,7 @@ def up_command(
         typer.echo(f"up: every service healthy; logs in {system.log_dir}/; Ctrl-C stops everything")
         for name, address in addresses(config).items():
             typer.echo(f"  {name:<12} {address}")
+        typer.echo(f"  {'leaderboard':<12} http://127.0.0.1:{config.port(hosting.EVALUATION_HTTP_PORT)}/")
 
     up(config, event, ready)
 

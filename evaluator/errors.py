@@ -30,3 +30,9 @@ class WrongModel(Conflict):
 
 class WorkerStopped(Cancelled):
     """A score worker was stopped while it waited for the scorer: the request is left uncommitted (redelivered)."""
+
+
+class NotEvaluated(Conflict):
+    """The model is known but has no finished evaluation yet (nothing to compare)."""
+
+    reason = "not_evaluated"

@@ -1,7 +1,8 @@
 """Running a score worker or the result sink as a long-lived process, until SIGTERM or SIGINT.
 
     cheems service eval-worker --bootstrap HOST:9092 --scorer-url HOST:50051 [--health-port 50054] [--model-wait 120]
-    cheems service eval-sink --bootstrap HOST:9092 --db URL [--health-port 50055]
+                               [--batch-size 256]
+    cheems service eval-sink --bootstrap HOST:9092 --db URL [--health-port 50055] [--batch-size 512]
 
 With a health port, gRPC health (`cheems.evaluator.worker` / `cheems.evaluator.sink`, readiness and
 liveness) follows a heartbeat of the consumer loop: a loop that stops polling for `stale_after`
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from evaluator.errors import WorkerStopped
-from evaluator.sink import SINK_GROUP, ResultSink
+from evaluator.sink import SINK_GROUP, ResultSink, SinkConfig
 from evaluator.worker import WORKER_GROUP, ScoreWorker, WorkerConfig
 from services.bus.client import EventConsumer
 from services.hosting import GrpcHost, Heartbeat, HostConfig
@@ -109,12 +110,12 @@ def serve_sink(
     db: str,
     config: ProcessConfig | None = None,
     on_ready: OnReady | None = None,
-    delay: float = 0.0,
+    sink: SinkConfig | None = None,
     group: str = "",
 ) -> None:
-    """The result sink (`cheems service eval-sink`) until a signal; `delay` is for tests (see ResultSink)."""
+    """The result sink (`cheems service eval-sink`) until a signal; `group` defaults to the shared one."""
 
     def make(stop: threading.Event) -> ResultSink:
-        return ResultSink(bootstrap, create_engine_for(StoreConfig(db)), delay, group or SINK_GROUP)
+        return ResultSink(bootstrap, create_engine_for(StoreConfig(db)), sink, group or SINK_GROUP)
 
     run_until_signal("sink", make, config or ProcessConfig(), on_ready)

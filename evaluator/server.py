@@ -2,6 +2,7 @@
 
     cheems service evaluation --bootstrap HOST:9092 --db URL --bench-root DIR   # gRPC on :50056
     cheems service evaluation ... --evaluate-models open.jsonl --evaluate-models human.jsonl --scorer-url HOST:50051
+    cheems service evaluation ... --http-port 8056   # the leaderboard on http://HOST:8056/ (-1: none)
 
 StartRun checks the request, records the run and publishes one score request per benchmark prompt
 (`evaluator.runs.start_run`); the score workers and the result sink do the rest. GetRun reads the
@@ -11,6 +12,9 @@ evaluates that registered model: only its scores are taken (NOT_FOUND for a mode
 With `EvaluationConfig.models` the service also evaluates every newly registered model
 (`evaluator.model_runs`, a consumer of cheems.models.v1 in a thread beside the gRPC server, stopped
 on SIGTERM); if that consumer dies, liveness turns NOT_SERVING so the process is replaced.
+
+With `EvaluationConfig.http_port` the same process serves the leaderboard over HTTP
+(`evaluator.leaderboard_app`: pages and JSON, /health), on the gRPC server's address.
 
 Bench files are named relative to the service's bench root (in Kubernetes the shared volume, which
 the result sink mounts at the same path); a name that leaves the root is refused. Errors are kinds
@@ -36,11 +40,13 @@ from evaluator.calibration import DEFAULT_BINS
 from evaluator.convert import semantics_from_proto
 from evaluator.errors import BadRequest
 from evaluator.evaluate import EvalOptions
+from evaluator.leaderboard_app import create_app
 from evaluator.model_runs import ModelEvaluator, ModelRunsConfig
 from evaluator.runs import require_model, run_message, start_run
 from services.bus.client import Publisher
 from services.grpc_errors import abort
 from services.hosting import EVALUATION_PORT, GrpcHost, HostConfig
+from services.web import HttpServer
 
 log = logging.getLogger(__name__)
 SERVICE = "cheems.v1.EvaluationService"
@@ -49,11 +55,17 @@ SERVICE = "cheems.v1.EvaluationService"
 @dataclass(frozen=True)
 class EvaluationConfig:
     """bench_root: bench files are read from under here and nowhere else; host: the gRPC server;
-    models: evaluate every newly registered model on these files (None: only the runs asked for)."""
+    models: evaluate every newly registered model on these files (None: only the runs asked for);
+    http_port: the leaderboard's HTTP port on host.host (0 = any free port, -1 = no HTTP)."""
 
     bench_root: Path
     host: HostConfig = field(default_factory=lambda: HostConfig(port=EVALUATION_PORT))
     models: ModelRunsConfig | None = None
+    http_port: int = -1
+
+    def __post_init__(self) -> None:
+        if not -1 <= self.http_port <= 65535:
+            raise ValueError(f"http_port must be -1 (none) or in 0..65535, got {self.http_port}")
 
 
 def resolve_bench(root: Path, names: Sequence[str]) -> list[Path]:
@@ -114,15 +126,25 @@ def host(servicer: EvaluationServicer, config: HostConfig) -> GrpcHost:
     return grpc_host
 
 
-def serve(db: str, bootstrap: str, config: EvaluationConfig, on_ready: Callable[[int], None] | None = None) -> None:
+def serve(
+    db: str,
+    bootstrap: str,
+    config: EvaluationConfig,
+    on_ready: Callable[[int], None] | None = None,
+    on_http: Callable[[int], None] | None = None,
+) -> None:
     """`cheems service evaluation`: migrate-free (run `cheems db upgrade` first), until SIGTERM.
 
-    `on_ready(port)` runs once the server listens (the port bound, which config.host.port 0 leaves open).
+    `on_ready(port)` runs once the server listens (the port bound, which config.host.port 0 leaves open);
+    `on_http(port)` once the leaderboard's HTTP port listens (with config.http_port >= 0).
     """
     from services.store.db import StoreConfig, create_engine_for
 
-    publisher = Publisher(bootstrap, max_block_ms=10000)  # a StartRun fails within ~10 s when Kafka is down
     engine = create_engine_for(StoreConfig(db))
+    web = None
+    if config.http_port >= 0:  # first: a taken HTTP port stops the process before it connects to anything
+        web = HttpServer(create_app(engine), config.host.host, config.http_port).start()
+    publisher = Publisher(bootstrap, max_block_ms=10000)  # a StartRun fails within ~10 s when Kafka is down
     servicer = EvaluationServicer(engine, publisher, config.bench_root)
     grpc_host = host(servicer, config.host).start()
     stop = threading.Event()
@@ -133,7 +155,11 @@ def serve(db: str, bootstrap: str, config: EvaluationConfig, on_ready: Callable[
     log.info("evaluation serving on %s:%d, bench root %s", config.host.host, grpc_host.port, config.bench_root)
     if on_ready is not None:
         on_ready(grpc_host.port)
+    if web is not None and on_http is not None:
+        on_http(web.port)
     grpc_host.wait_for_signal(stop.set)
+    if web is not None:
+        web.stop()
     if follower is not None:
         follower.join(timeout=30)
     publisher.close()

@@ -83,6 +83,8 @@ OFFSETS = {
     hosting.EVALUATION_PORT: 7,
     hosting.TRAINING_PORT: 8,
     hosting.JUDGE_HEALTH_PORT: 9,
+    hosting.EVALUATION_HTTP_PORT: 11,
+    hosting.ANNOTATION_HTTP_PORT: 12,
 }
 
 
@@ -110,8 +112,8 @@ def plan(config: SystemConfig) -> list[Process]:
         *([Process("base-model", ("init-model", "--out", str(config.model)), once=True, health="none")]
           if config.make_base_model else []),
         _grpc("ingestion", ("service", "ingestion", *store_bus), p(hosting.INGESTION_PORT)),
-        _grpc("annotation", ("service", "annotation", *store_bus, "--human-sources", config.human_sources),
-              p(hosting.ANNOTATION_PORT)),
+        _grpc("annotation", ("service", "annotation", *store_bus, "--human-sources", config.human_sources,
+                             "--http-port", str(p(hosting.ANNOTATION_HTTP_PORT))), p(hosting.ANNOTATION_PORT)),
     ]  # fmt: skip
     if config.judge_url:
         processes.append(_judge(config, store_bus))
@@ -123,7 +125,7 @@ def plan(config: SystemConfig) -> list[Process]:
     serve = ["serve", "--model", str(config.model), "--follow", *store_bus]
     serve += ["--http-port", str(p(hosting.SCORER_HTTP_PORT)), "--grpc-port", str(p(hosting.SCORER_GRPC_PORT))]
     evaluation = ["service", "evaluation", *store_bus, "--bench-root", str(config.data_dir / "bench")]
-    evaluation += ["--scorer-url", scorer]
+    evaluation += ["--scorer-url", scorer, "--http-port", str(p(hosting.EVALUATION_HTTP_PORT))]  # the leaderboard
     if config.bench:
         evaluation += [a for b in config.bench for a in ("--evaluate-models", b.name)]
     processes += [

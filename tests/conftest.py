@@ -4,7 +4,8 @@
 file and on the PostgreSQL server every dev and CI machine here runs (127.0.0.1:5432, user postgres,
 database `test`; override with CHEEMS_TEST_POSTGRES_URL). Each PostgreSQL test gets a fresh schema,
 chosen through the URL's `options=-csearch_path=...` and dropped afterwards. An unreachable server
-fails these tests; it never skips them.
+fails these tests; it never skips them. `browser`, `page`, `screenshot`: a real Chromium for page tests
+(tests/web/browser.py; see tests/web/conftest.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from sqlalchemy.pool import NullPool
 
 from services.store.db import StoreConfig, create_engine_for
 from services.store.migrate import upgrade
+from tests.web.browser import browser, page, screenshot  # noqa: F401  (browser fixtures for every test folder)
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample"

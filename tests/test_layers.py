@@ -22,6 +22,7 @@ FLOORS = {
     "services.bus": 1,
     "services.hosting": 1,
     "services.grpc_errors": 1,
+    "services.web": 1,
     "services.scorer": 2,
     "services.annotation": 2,
     "services.ingestion": 2,

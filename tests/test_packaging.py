@@ -16,3 +16,20 @@ def test_constraints_pin_releases_not_local_files() -> None:
         if line and not line.startswith("#") and not PIN.match(line)
     ]
     assert not bad, "not a name==version pin (a fresh machine cannot install it):\n" + "\n".join(bad)
+
+
+def test_every_static_folder_ships_in_the_package() -> None:
+    """Pages load CSS and JavaScript from the package: an installed wheel (the image) must carry them."""
+    import tomllib
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    folders = [
+        p for top in ("cheems", "services", "evaluator", "trainer", "system") for p in (ROOT / top).rglob("static")
+    ]
+    assert folders, "no static folder found: the test looks in the wrong place"
+    missing = [
+        str(folder.relative_to(ROOT))
+        for folder in folders
+        if "static/*" not in data.get(".".join(folder.parent.relative_to(ROOT).parts), [])
+    ]
+    assert not missing, f"static files not in [tool.setuptools.package-data]: {missing}"

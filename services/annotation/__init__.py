@@ -8,4 +8,8 @@ Driven by events: `intake` (sample events -> triple-wise tasks), `judge_worker` 
 tasks -> AI verdicts), `events` (annotation and ranking events, relayed at-least-once from the store's
 outbox). Stand-ins for the demo: `simulated_judge` (an OpenAI-compatible judge answering from gold
 ranks) and `simulated_annotators` (people working the queue over gRPC).
+
+The annotator's web page: `workbench` (sign-in, each annotator's next task, submit, the admin overview),
+`submission` (the one submit path, shared with gRPC), `web_form` (the page's submit body), `quality`
+(agreement with rankings, share on cycles), `http_app` (JSON API and pages over HTTP), `pages` + static/.
 """

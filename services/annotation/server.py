@@ -1,5 +1,6 @@
 """gRPC adapter of `cheems.v1.AnnotationService`: decode, call `AnnotationService`, encode; and the
-`cheems service annotation` process (the server, plus the sample intake when given a broker).
+`cheems service annotation` process (the server, plus the sample intake when given a broker, plus the
+annotator's page over HTTP when given --http-port).
 
 Bad input gets a status and stores nothing: unknown prompt -> NOT_FOUND; unknown response or task
 ids, a malformed order or verdict, a ListTasks limit outside 1..1000 -> INVALID_ARGUMENT; a completed
@@ -22,8 +23,11 @@ from sqlalchemy.engine import Engine
 from cheems.credentials import hide_password
 from cheems.v1 import annotation_pb2, annotation_pb2_grpc, common_pb2
 from services.annotation.events import BrokerUnavailable, RelayConfig
+from services.annotation.http_app import create_app
 from services.annotation.intake import IntakeConfig, IntakeLoop, SampleIntake
 from services.annotation.service import AnnotationService, OpenTask
+from services.annotation.submission import Submission, submit
+from services.annotation.workbench import Workbench, WorkbenchConfig
 from services.bus.client import Publisher
 from services.grpc_errors import abort
 from services.hosting import GrpcHost, Heartbeat, HostConfig
@@ -32,6 +36,7 @@ from services.store.errors import (
     StoreError,
     UnknownPrompt,
 )
+from services.web import HttpServer
 
 log = logging.getLogger(__name__)
 KINDS = {annotation_pb2.ANNOTATOR_KIND_HUMAN: "human", annotation_pb2.ANNOTATOR_KIND_AI: "ai"}
@@ -79,21 +84,16 @@ class AnnotationServicer(annotation_pb2_grpc.AnnotationServiceServicer):
 
     def SubmitAnnotation(self, request: Any, context: grpc.ServicerContext) -> Any:
         def work() -> Any:
-            if not request.annotation_id or not request.annotator:
-                raise InvalidRecord("annotation_id and annotator are required")
-            kind = KINDS.get(request.kind)
-            if kind is None:
-                raise InvalidRecord("kind must be ANNOTATOR_KIND_HUMAN or ANNOTATOR_KIND_AI")
-            created = self.service.submit(
+            submission = Submission(
                 request.annotation_id,
                 request.prompt_id,
                 request.annotator,
-                kind,
+                KINDS.get(request.kind, ""),
                 result_of(request),
                 list(request.discarded),
                 request.task_id or None,
             )
-            return annotation_pb2.SubmitAnnotationResponse(created=created)
+            return annotation_pb2.SubmitAnnotationResponse(created=submit(self.service, submission))
 
         return self._run(context, work)
 
@@ -172,16 +172,19 @@ def servicer_host(service: AnnotationService, config: HostConfig) -> GrpcHost:
 def serve(
     db: str,
     config: HostConfig,
-    on_ready: Callable[[int], None] | None = None,
+    on_ready: Callable[[int, int | None], None] | None = None,
     bootstrap: str = "",
     intake: IntakeConfig | None = None,
+    http_port: int = -1,
+    web: WorkbenchConfig | None = None,
 ) -> None:
     """`cheems service annotation`: expects a migrated database (`cheems db upgrade`), runs until SIGTERM.
 
     With `bootstrap`, annotations and rankings are announced on Kafka and the sample intake opens
     triple-wise tasks for new prompts (a thread; liveness follows its heartbeat). If the intake dies
-    the process stops with BrokerUnavailable, to be restarted. `on_ready(port)` runs once the server
-    listens (the port bound, which config.port 0 leaves open).
+    the process stops with BrokerUnavailable, to be restarted. With `http_port` >= 0 (0 = any free port)
+    the annotator's page is served over HTTP on config.host (`http_app`), submitting through the same
+    service. `on_ready(grpc port, http port or None)` runs once the servers listen.
     """
     from services.store.db import StoreConfig, create_engine_for
 
@@ -193,6 +196,9 @@ def serve(
     except KafkaError as e:
         raise BrokerUnavailable(f"cannot reach the broker at {hide_password(bootstrap)}: {e!r}") from None
     grpc_host = servicer_host(service, config).start()
+    http = None
+    if http_port >= 0:
+        http = HttpServer(create_app(Workbench(service, web)), config.host, http_port).start()
     loop = None
     if samples is not None:
         heartbeat = Heartbeat(grpc_host, intake.stale_after, readiness=False)
@@ -200,10 +206,12 @@ def serve(
         heartbeat.watch(loop.stopping)
     log.info("annotation serving on %s:%d%s", config.host, grpc_host.port, " with the sample intake" * bool(loop))
     if on_ready is not None:
-        on_ready(grpc_host.port)
+        on_ready(grpc_host.port, http.port if http else None)
     try:
         grpc_host.wait_for_signal(on_stop=loop.stop if loop else None)
     finally:
+        if http is not None:
+            http.stop()
         _shut(loop, samples, service, publisher)
     if loop is not None and loop.error is not None:
         raise BrokerUnavailable(f"the sample intake stopped: {loop.error!r}")

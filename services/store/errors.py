@@ -55,3 +55,7 @@ class UnknownTraining(StoreError, errors.NotFound):
 
 class UnknownModel(StoreError, errors.NotFound):
     """No registered model has this id."""
+
+
+class UnknownAnnotator(StoreError, errors.NotFound):
+    """No annotator account has this name."""

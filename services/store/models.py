@@ -246,3 +246,26 @@ class OutboxEvent(Base):
     key: Mapped[str] = mapped_column(Text)
     value: Mapped[bytes] = mapped_column(LargeBinary)  # the serialized event, its header (event id) filled
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Annotator(Base):
+    """A person who annotates on the web page; signs in with a personal token, stored here only as its sha256."""
+
+    __tablename__ = "annotators"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)  # what their annotations carry as `annotator`
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    admin: Mapped[bool] = mapped_column(default=False)  # sees every annotator's figures
+    active: Mapped[bool] = mapped_column(default=True)  # False: the token no longer signs in
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class TaskClaim(Base):
+    """A triple-wise task given to an annotator on the web page, and when (last). The newest claim of a task is
+    its holder's; after the lease it may be given to another, and the older claims tell who held it before."""
+
+    __tablename__ = "task_claims"
+
+    task_id: Mapped[str] = mapped_column(ForeignKey("annotation_tasks.id"), primary_key=True)
+    annotator: Mapped[str] = mapped_column(ForeignKey("annotators.name"), primary_key=True, index=True)
+    claimed_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -255,6 +255,26 @@ def record_scores(session: Session, run_id: str, item: str, scores: Mapping[str,
     return _insert_new(session, EvalScore, {"run_id": run_id, "item": v.key("item", item), **values})
 
 
+def runs_by_id(session: Session, run_ids: Iterable[str]) -> dict[str, EvalRun]:
+    """The runs this store holds among `run_ids`, by id (ids it does not hold are left out)."""
+    ids = sorted(set(run_ids))
+    return {run.id: run for run in session.scalars(select(EvalRun).where(EvalRun.id.in_(ids)))} if ids else {}
+
+
+def record_many_scores(session: Session, rows: Iterable[tuple[str, str, Mapping[str, float]]]) -> int:
+    """Store (run id, item, {response id: score}) rows in few statements, as `record_scores` does one by one;
+    returns how many were new (replays, and an item repeated in `rows`, are skipped). UnknownRun first if a
+    run is not in the store; InvalidRecord first for a bad item."""
+    unique: dict[tuple[str, str], dict[str, Any]] = {}
+    for run_id, item, scores in rows:
+        values = {"response_ids": list(scores), "scores": list(scores.values())}
+        unique.setdefault((run_id, v.key("item", item)), {"run_id": run_id, "item": item, **values})
+    missing = {run_id for run_id, _ in unique} - set(runs_by_id(session, (run_id for run_id, _ in unique)))
+    if missing:
+        raise UnknownRun(f"no run {min(missing)!r}")
+    return _insert_many_new(session, EvalScore, list(unique.values()))
+
+
 def count_scored(session: Session, run_id: str) -> int:
     """How many of the run's items have their scores stored."""
     return int(session.scalar(select(func.count()).select_from(EvalScore).where(EvalScore.run_id == run_id)) or 0)
@@ -305,6 +325,18 @@ def _insert_new(session: Session, model: type[Base], values: dict[str, Any]) -> 
     except IntegrityError:
         return False
     return True
+
+
+def _insert_many_new(session: Session, model: type[Base], rows: list[dict[str, Any]], chunk: int = 500) -> int:
+    """`_insert_new` for many rows, one multi-row INSERT per `chunk` rows; how many rows were inserted."""
+    if session.get_bind().dialect.name not in ("postgresql", "sqlite"):
+        return sum(_insert_new(session, model, row) for row in rows)
+    dialect_insert = postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
+    keys, inserted = inspect(model).primary_key, 0
+    for start in range(0, len(rows), chunk):
+        stmt = dialect_insert(model).values(rows[start : start + chunk]).on_conflict_do_nothing().returning(*keys)
+        inserted += len(session.execute(stmt).all())
+    return inserted
 
 
 def _same_or_conflict(existing: Annotation, record: Mapping[str, Any]) -> bool:

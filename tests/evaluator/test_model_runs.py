@@ -162,7 +162,7 @@ def test_cheems_service_evaluation_evaluates_new_models_until_sigterm(
     upgrade(db)
     shutil.copy(HUMAN, tmp_path / "human.jsonl")
     cmd = [sys.executable, "-m", "cheems_cli", "service", "evaluation", "--bootstrap", bootstrap, "--db", db]
-    cmd += ["--bench-root", str(tmp_path), "--scorer-url", url, "--port", "0"]
+    cmd += ["--bench-root", str(tmp_path), "--scorer-url", url, "--port", "0", "--http-port", "-1"]
     missing = subprocess.run([*cmd, "--evaluate-models", "nowhere.jsonl"], capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "--evaluate-models" in missing.stderr and "nowhere.jsonl" in missing.stderr
 

@@ -27,6 +27,7 @@ from evaluator.worker import ScoreWorker, WorkerConfig, pauses
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import EventConsumer, Publisher
+from services.scorer.client import RewardClient
 from services.scorer.runtime import ScorerServer
 from services.store import repository
 from services.store.db import session_scope
@@ -39,7 +40,9 @@ QUICK = WorkerConfig(model_wait=0.5, initial_backoff=0.1, max_backoff=0.2)
 def test_pauses_double_up_to_the_largest_and_stop_at_the_limit() -> None:
     assert list(pauses(WorkerConfig(model_wait=10, initial_backoff=1, max_backoff=4))) == [1, 2, 4, 3]
     assert list(pauses(WorkerConfig(model_wait=0))) == []  # fail at the first reply from another model
-    for field, value in (("model_wait", -1), ("initial_backoff", 0), ("initial_backoff", 6.0), ("call_timeout", 0)):
+    bad: list[tuple[str, Any]] = [("model_wait", -1), ("initial_backoff", 0), ("initial_backoff", 6.0)]
+    bad += [("call_timeout", 0), ("batch_size", 0), ("call_items", 0), ("calls_in_flight", 0)]
+    for field, value in bad:
         with pytest.raises(ValueError, match=field):
             WorkerConfig(**{field: value})
 
@@ -157,3 +160,39 @@ def test_the_sink_stores_only_the_scores_of_the_runs_model(
     sink.handle(topics.SCORES, key, scored(plain, "rm-b"))  # a run of no model in particular takes any
     assert run_state(engine, of_model).scored == run_state(engine, plain).scored == 1
     sink.close()
+
+
+def test_a_batch_is_scored_together_and_a_refused_request_fails_only_its_run(
+    fresh_broker: EmbeddedBroker, scorer: ScorerServer, pump: Callable[..., Any], group: str
+) -> None:
+    """One polled batch: ScoreBatch calls of four; the call holding a request the scorer refuses (an empty
+    prompt) is asked again one request at a time, so that request's run fails with the reason and the others
+    are scored; an undecodable record is dead-lettered. Each score answers its own request."""
+    url, bootstrap = f"127.0.0.1:{scorer.grpc_port}", fresh_broker.bootstrap
+    good = requests("run-1", "", 12)
+    (key, empty), *_ = requests("run-2", "", 1)
+    empty.request.prompt = "  "
+    publisher = Publisher(bootstrap)
+    for k, event in [*good[:6], (key, empty), *good[6:]]:
+        publisher.publish(topics.SCORE_REQUESTS, k, event)
+    publisher.send_raw(topics.SCORE_REQUESTS, b"human:0", b"\xff", [("cheems-schema-version", b"1")])
+    publisher.flush()
+    worker = ScoreWorker(bootstrap, url, group=group, config=WorkerConfig(batch_size=64, call_items=4))
+    scores: list[Any] = []
+    listener = EventConsumer(bootstrap, [topics.SCORES], f"{group}-l", lambda t, k, e: scores.append(e), publisher)
+    try:
+        with pump(worker.consumer, listener) as running:
+            running.wait_for(lambda: len(scores) == 13, what="13 score events")
+    finally:
+        worker.close()
+        listener.close()
+        publisher.close()
+    (refused,) = [e for e in scores if e.run_id == "run-2"]
+    assert refused.error.startswith(f"the scorer at {url} refused human:0: INVALID_ARGUMENT: ") and not refused.scores
+    assert worker.stats.one_by_one == 1 and worker.consumer.stats.dead_lettered == 1
+    scored = {e.prompt_id: e for e in scores if e.run_id == "run-1"}
+    assert sorted(scored) == sorted(k for k, _ in good)
+    with RewardClient(url) as client:  # each reply went to its own request (the order within a call is kept)
+        for k, event in good:
+            alone = client.score(event.request.prompt, list(event.request.responses))
+            assert scored[k].scores == pytest.approx(alone, rel=1e-4) and scored[k].model_id == "tiny"

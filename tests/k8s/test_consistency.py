@@ -39,10 +39,10 @@ PORT_OPTIONS = ("port", "grpc_port", "http_port", "health_port")
 ROLE_PORTS = {  # command -> the ports it must listen on (services/hosting.py)
     ("serve",): {hosting.SCORER_GRPC_PORT, hosting.SCORER_HTTP_PORT},
     ("service", "ingestion"): {hosting.INGESTION_PORT},
-    ("service", "annotation"): {hosting.ANNOTATION_PORT},
+    ("service", "annotation"): {hosting.ANNOTATION_PORT, hosting.ANNOTATION_HTTP_PORT},
     ("service", "eval-worker"): {hosting.EVAL_WORKER_HEALTH_PORT},
     ("service", "eval-sink"): {hosting.EVAL_SINK_HEALTH_PORT},
-    ("service", "evaluation"): {hosting.EVALUATION_PORT},
+    ("service", "evaluation"): {hosting.EVALUATION_PORT, hosting.EVALUATION_HTTP_PORT},
     ("service", "training"): {hosting.TRAINING_PORT},
 }
 

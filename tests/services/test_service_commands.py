@@ -123,7 +123,7 @@ def test_annotation_service(tmp_path: Path, start: Start) -> None:
     engine.dispose()
     port = free_port()
     service = start(
-        ["service", "annotation", "--db", url, "--port", str(port), "--host", "127.0.0.1"],
+        ["service", "annotation", "--db", url, "--port", str(port), "--http-port", "0", "--host", "127.0.0.1"],
         tmp_path / "a",
         port,
         ANNOTATION_SERVICE,
@@ -195,6 +195,7 @@ def test_evaluation_service_starts_a_run(broker: EmbeddedBroker, tmp_path: Path,
     db_upgrade(url)
     port = free_port()
     args = ["service", "evaluation", "--bootstrap", broker.bootstrap, "--db", url, "--bench-root", str(SAMPLE)]
+    args += ["--http-port", "-1"]  # the leaderboard's HTTP: tests/evaluator/test_leaderboard_service.py
     service = start([*args, "--port", str(port), "--host", "127.0.0.1"], tmp_path / "e", port, EVALUATION_SERVICE)
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = evaluation_pb2_grpc.EvaluationServiceStub(channel)

@@ -94,6 +94,7 @@ def test_a_killed_annotation_service_restarts_with_the_same_tasks_and_rankings(
     pids = publish_samples(broker.bootstrap, bench, "open.jsonl", make_sample)
     port = free_port()
     args = ["service", "annotation", "--db", db_url, "--bootstrap", broker.bootstrap, "--port", str(port)]
+    args += ["--http-port", "0"]  # the page on any free port: 8053 may be another test's
     first = start(*args, "--human-sources", "open*", "--intake-delay", "0.3")
     first.wait_serving(port, ["", SERVICE, LIVENESS])
     wait_for(lambda: counts(db_url, pids)[0] >= 3, "the first prompts' tasks", alive=first)

@@ -11,7 +11,7 @@ import pytest
 from cheems.v1 import common_pb2, events_pb2
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
-from services.bus.client import MAX_POLL_RECORDS, EventConsumer, Publisher
+from services.bus.client import MAX_POLL_RECORDS, Delivery, EventConsumer, Publisher
 from services.bus.codec import BadMessage, decode, encode
 
 
@@ -166,3 +166,30 @@ def test_one_poll_hands_out_at_most_max_poll_records(broker: EmbeddedBroker) -> 
     assert sum(sizes) == total == consumer.stats.handled
     assert max(sizes) <= MAX_POLL_RECORDS
     assert len([s for s in sizes if s]) >= -(-total // MAX_POLL_RECORDS)  # the backlog took several polls
+
+
+def test_a_batch_handler_gets_each_polled_batch_whole_without_the_dead_letters(broker: EmbeddedBroker) -> None:
+    publisher = Publisher(broker.bootstrap)
+    keys = [f"b{n}" for n in range(40)]
+    for key in keys[:20]:
+        publisher.publish(topics.SCORES, key, events_pb2.ScoreEvent(prompt_id=key))
+    publisher.send_raw(topics.SCORES, b"bad", b"\x00garbage", [("cheems-schema-version", b"1")])
+    for key in keys[20:]:
+        publisher.publish(topics.SCORES, key, events_pb2.ScoreEvent(prompt_id=key))
+    publisher.flush()
+    publisher.close()
+    batches: list[list[str]] = []
+
+    def handle(deliveries: list[Delivery]) -> None:
+        assert all(d.topic == topics.SCORES and d.key == d.event.prompt_id for d in deliveries)
+        batches.append([d.key for d in deliveries])
+
+    consumer = EventConsumer(broker.bootstrap, [topics.SCORES], "batches", batch_handler=handle, max_poll_records=25)
+    assert consumer.consumer.config["max_poll_records"] == 25
+    drain(consumer, 41)
+    consumer.close()
+    assert sorted(k for batch in batches for k in batch) == sorted(keys)  # each once, the bad record left out
+    assert len(batches) == consumer.stats.batches and max(map(len, batches)) <= 25
+    assert (consumer.stats.handled, consumer.stats.dead_lettered) == (40, 1)
+    with pytest.raises(ValueError, match="either handler or batch_handler"):
+        EventConsumer(broker.bootstrap, [topics.SCORES], "neither")

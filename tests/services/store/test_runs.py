@@ -80,3 +80,36 @@ def test_bad_run_values_store_nothing(
     with pytest.raises(InvalidRecord, match=message):
         new_run(engine, total, ece_bins)
     assert rows()["eval_runs"] == 0
+
+
+def test_many_scores_are_stored_in_one_go_each_item_once(engine: Engine) -> None:
+    first, second = new_run(engine), new_run(engine)
+    with session_scope(engine) as session:
+        assert repo.record_scores(session, first, "open:0", {"r1": 0.5})
+    rows = [
+        (first, "open:0", {"r1": 9.0}),  # a replay of a stored score: skipped
+        (first, "open:1", {"r2": 2.0, "r1": 1.0}),
+        (second, "open:0", {"r1": -1.0}),
+        (first, "open:1", {"r2": 7.0, "r1": 7.0}),  # the same item twice in one go: the first is kept
+    ]
+    with session_scope(engine) as session:
+        assert repo.record_many_scores(session, rows) == 2
+        assert repo.record_many_scores(session, []) == 0
+    with session_scope(engine) as session:
+        assert repo.run_scores(session, first) == {"open:0": {"r1": 0.5}, "open:1": {"r2": 2.0, "r1": 1.0}}
+        assert repo.run_scores(session, second) == {"open:0": {"r1": -1.0}}
+        assert set(repo.runs_by_id(session, [first, "nope", second, first])) == {first, second}
+        assert repo.runs_by_id(session, []) == {}
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"), [(("nope", "open:0"), UnknownRun), (("", "x" * 129), InvalidRecord), (("", ""), InvalidRecord)]
+)
+def test_many_scores_with_one_bad_row_store_nothing(
+    engine: Engine, rows: Callable[[], dict[str, int]], bad: tuple[str, str], error: type[Exception]
+) -> None:
+    run_id = new_run(engine)
+    bad_row = (bad[0] or run_id, bad[1], {"r1": 1.0})
+    with pytest.raises(error), session_scope(engine) as session:
+        repo.record_many_scores(session, [(run_id, "open:0", {"r1": 0.5}), bad_row])
+    assert rows()["eval_scores"] == 0

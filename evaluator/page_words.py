@@ -1,0 +1,114 @@
+"""The leaderboard pages' words (Chinese first, English on `?lang=en`), number formats and their small CSS."""
+
+from __future__ import annotations
+
+from services.web import Catalog, escape
+
+WORDS = Catalog(
+    {
+        "leaderboard": ("奖励模型排行榜", "Reward model leaderboard"),
+        "home": ("排行榜", "Leaderboard"),
+        "api": ("JSON 接口", "JSON API"),
+        "rank": ("排名", "Rank"),
+        "model": ("模型", "Model"),
+        "dataset": ("数据集配方", "Dataset"),
+        "recipe": ("训练配方", "Training recipe"),
+        "overall": ("总分", "Overall"),
+        "acc": ("准确率", "Acc."),
+        "exact": ("完全匹配", "Exact."),
+        "ece": ("ECE", "ECE"),
+        "mean": ("(准确率+完全匹配)/2", "(Acc.+Exact.)/2"),
+        "prompts": ("提示数", "Prompts"),
+        "pairs": ("比较对数", "Pairs"),
+        "status": ("评测状态", "Evaluation"),
+        "running": ("评测中", "running"),
+        "succeeded": ("已完成", "done"),
+        "failed": ("失败", "failed"),
+        "not_evaluated": ("未评测", "not evaluated"),
+        "no_models": ("还没有评测过的模型。", "No model has been evaluated yet."),
+        "compare": ("对比两个模型", "Compare two models"),
+        "compare_go": ("对比", "Compare"),
+        "per_category": ("各类别结果", "Per category"),
+        "category": ("类别", "Category"),
+        "subset": ("子集", "Subset"),
+        "summary": ("各子集结果", "Per subset"),
+        "chart": ("各类别准确率图", "Per-category chart"),
+        "history": ("评测记录", "Run history"),
+        "run": ("运行", "Run"),
+        "started": ("开始时间", "Started"),
+        "progress": ("进度", "Progress"),
+        "bench": ("评测文件", "Bench files"),
+        "semantics": ("平局规则", "Semantics"),
+        "error": ("原因", "Reason"),
+        "registered": ("注册时间", "Registered"),
+        "unregistered": ("（未在注册表中）", "(not in the registry)"),
+        "not_evaluated_yet": ("该模型还没有完成的评测。", "This model has no finished evaluation yet."),
+        "difference": ("差值 (A − B)", "Difference (A − B)"),
+        "disagree": ("两个模型分歧最大的提示", "Prompts where the models disagree most"),
+        "disagree_note": (
+            "分歧：金标准排序中的一对回答，恰有一个模型排对。",
+            "A disagreement: a pair of responses with different gold ranks that exactly one model orders right.",
+        ),
+        "disagreements": ("分歧", "disagreements"),
+        "right": ("排对", "right"),
+        "no_disagreement": (
+            "两个模型在共同评测的提示上没有分歧。",
+            "The models never disagree on the prompts both scored.",
+        ),
+        "system_prompt": ("系统提示", "System prompt"),
+        "response": ("回答", "Response"),
+        "gold": ("金标准名次", "Gold rank"),
+        "score": ("奖励", "reward"),
+        "place": ("排序", "place"),
+        "error_title": ("出错了", "Something is wrong"),
+        "back": ("返回排行榜", "Back to the leaderboard"),
+    }
+)
+
+CSS = """<style>
+td.pos { color: var(--ok); } td.neg { color: var(--bad); }
+td.num.best { font-weight: 700; }
+th.subset { text-align: center !important; }
+.badge.bad { background: var(--bad-bg); color: var(--bad); }
+progress { width: 7rem; vertical-align: middle; }
+dl.facts { display: flex; flex-wrap: wrap; gap: .4rem 2.2rem; margin: 0; }
+dl.facts div { display: flex; flex-direction: column; }
+dl.facts dt { color: var(--muted); font-size: .85rem; } dl.facts dd { margin: 0; font-weight: 600; }
+.chart img { max-width: 100%; height: auto; background: #fff; border: 1px solid var(--line); border-radius: 6px; }
+.compare-form select { font: inherit; padding: .25rem .4rem; margin: 0 .4rem; max-width: 20rem; }
+.prompt-text { white-space: pre-wrap; }
+.md.prompt { border-left: 3px solid var(--accent); background: var(--bg); padding: .4rem .8rem; margin: .4rem 0 .8rem; }
+table.responses th:not(:last-child), table.responses td:not(.content) { width: 1%; white-space: nowrap; }
+table.data td.content .scroll { max-height: 16rem; }
+</style>"""
+
+
+def table(table_id: str, head: str, rows: list[str]) -> str:
+    """A `table.data` with header row(s) `head` and body `rows` (all HTML)."""
+    return f'<table class="data" id="{table_id}"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def card(title: str, inner: str, classes: str = "") -> str:
+    """A titled `.card` section (`title` is text, `inner` HTML)."""
+    return f'<section class="card {classes}"><h2>{escape(title)}</h2>{inner}</section>'
+
+
+def fmt(value: float | None, digits: int = 4) -> str:
+    """A figure as the tables print it; "–" for a value that is undefined (no comparisons)."""
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def num_cell(value: float | None, field: str, extra: str = "") -> str:
+    """A right-aligned number cell; `data-value` holds the unrounded figure (for scripts and tests)."""
+    raw = "" if value is None else repr(float(value))
+    return f'<td class="num{extra}" data-field="{escape(field)}" data-value="{raw}">{fmt(value)}</td>'
+
+
+def diff_cell(value: float | None, field: str) -> str:
+    """A signed difference, green when A is ahead, red when B is."""
+    if value is None:
+        return num_cell(None, field)
+    sign = " pos" if value > 0 else " neg" if value < 0 else ""
+    raw = repr(float(value))
+    text = f"{value:+.4f}" if value else fmt(0.0)  # no sign on a zero
+    return f'<td class="num{sign}" data-field="{escape(field)}" data-value="{raw}">{text}</td>'

@@ -1,0 +1,93 @@
+// The admin overview: per annotator, tasks held and done, agreement with the resolved rankings and the share of
+// annotations on cycles; flags the ones to look at. Data from GET /api/overview (admins only).
+"use strict";
+(function () {
+  const TOKEN_KEY = "cheems.annotator.token";
+  const LOW_AGREEMENT = 0.7;
+  const HIGH_CYCLES = 0.3;
+  const words = JSON.parse(document.getElementById("words").textContent);
+  const $ = (id) => document.getElementById(id);
+
+  function show(id, visible) { $(id).classList.toggle("hidden", !visible); }
+  function notify(text) {
+    $("notice").textContent = text;
+    $("notice").className = "notice error";
+    show("notice", Boolean(text));
+  }
+  function cell(text, cls) {
+    const td = document.createElement("td");
+    td.textContent = text;
+    if (cls) td.className = cls;
+    return td;
+  }
+  function percent(value) { return value === null ? "–" : (100 * value).toFixed(1) + "%"; }
+  function account(row) {
+    if (!row.account) return words.account_none;
+    if (!row.active) return words.account_disabled;
+    return row.admin ? words.account_admin : words.account_active;
+  }
+
+  function render(data) {
+    const head = document.createElement("tr");
+    for (const [key, cls] of [["col_name"], ["col_account"], ["col_open", "num"], ["col_done", "num"],
+      ["col_agreement", "num"], ["col_cycles", "num"], ["col_note"]]) {
+      const th = document.createElement("th");
+      th.textContent = words[key];
+      if (cls) th.className = cls;
+      head.append(th);
+    }
+    $("annotators").querySelector("thead").replaceChildren(head);
+    const rows = data.annotators.map((row) => {
+      const tr = document.createElement("tr");
+      tr.dataset.name = row.name;
+      const flagged = (row.agreement !== null && row.agreement < LOW_AGREEMENT) ||
+        (row.cycle_share !== null && row.cycle_share > HIGH_CYCLES);
+      tr.classList.toggle("flagged", flagged);
+      const note = cell("");
+      if (flagged) {
+        const badge = document.createElement("span");
+        badge.className = "badge flag";
+        badge.textContent = words.flag;
+        note.append(badge);
+      }
+      tr.append(cell(row.name), cell(account(row)), cell(String(row.open), "num"), cell(String(row.done), "num"),
+        cell(percent(row.agreement), "num agreement"), cell(percent(row.cycle_share), "num cycles"), note);
+      return tr;
+    });
+    $("annotators").querySelector("tbody").replaceChildren(...rows);
+    $("queue").textContent = words.queue + data.open_tasks + "　" + words.queue_free + data.free_tasks;
+  }
+
+  async function load(value) {
+    try {
+      const me = await cheems.fetchJSON("/api/me", { token: value });
+      localStorage.setItem(TOKEN_KEY, value);
+      $("who").textContent = me.name;
+      show("signin", false);
+      show("work", true);
+      render(await cheems.fetchJSON("/api/overview", { token: value }));
+      notify("");
+    } catch (err) {
+      if (err.status === 401) {
+        localStorage.removeItem(TOKEN_KEY);
+        show("signin", true);
+        show("work", false);
+      }
+      notify(words["reason_" + err.reason] || err.message);
+    }
+  }
+
+  $("signin-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const value = $("token").value.trim();
+    if (value) load(value);
+  });
+  $("signout").addEventListener("click", () => {
+    localStorage.removeItem(TOKEN_KEY);
+    show("work", false);
+    show("signin", true);
+  });
+  const saved = localStorage.getItem(TOKEN_KEY);
+  if (saved) load(saved);
+  else show("signin", true);
+})();

@@ -1,0 +1,167 @@
+"""Annotator accounts and who each triple-wise task is given to (the web page's work queue).
+
+with session_scope(engine) as s:
+    token = add_annotator(s, "张三")                  # shown once; the store keeps its sha256
+    person = annotator_by_token(s, token)            # None for a wrong or disabled token
+    queued = claim_next(s, "张三", now, lease)        # their open task, else the oldest free one (or None)
+    holder(s, queued.task.id)                        # "张三"
+
+A claim lasts `lease`: a task claimed longer ago than that and still open may be given to someone else
+(an annotator who walked away does not hold it forever); the newest claim of a task is its holder's, the
+older ones say who held it before (their submit is then stale). On PostgreSQL two annotators asking at
+once never get the same task (FOR UPDATE SKIP LOCKED); SQLite serialises writers already.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections import Counter
+from datetime import datetime, timedelta
+
+from sqlalchemy import ColumnElement, and_, exists, func, select
+from sqlalchemy.orm import Session
+
+from services.store import validate as v
+from services.store.errors import Conflict, UnknownAnnotator
+from services.store.models import Annotation, AnnotationTask, Annotator, Prompt, Ranking, TaskClaim
+from services.store.repository import responses_for
+from services.store.tasks import QueuedTask
+
+TOKEN_PREFIX = "chm_"
+
+
+def hash_token(token: str) -> str:
+    """The stored form of a token: tokens are 256 random bits, so a plain sha256 cannot be reversed."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def new_token() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def add_annotator(session: Session, name: str, admin: bool = False) -> str:
+    """Create an account; returns its token (only its hash is stored). Conflict if the name is taken."""
+    v.key("name", name)
+    if session.get(Annotator, name) is not None:
+        raise Conflict(f"annotator {name!r} already exists (reset their token instead)")
+    token = new_token()
+    session.add(Annotator(name=name, token_sha256=hash_token(token), admin=admin, active=True))
+    session.flush()
+    return token
+
+
+def reset_token(session: Session, name: str) -> str:
+    """A new token for `name` (the old one stops working); the account is active again."""
+    person = get_annotator(session, name)
+    token = new_token()
+    person.token_sha256, person.active = hash_token(token), True
+    session.flush()
+    return token
+
+
+def disable(session: Session, name: str) -> None:
+    """The account's token no longer signs in; their annotations and claims stay."""
+    get_annotator(session, name).active = False
+    session.flush()
+
+
+def get_annotator(session: Session, name: str) -> Annotator:
+    person = session.get(Annotator, name)
+    if person is None:
+        raise UnknownAnnotator(f"no annotator {name!r}")
+    return person
+
+
+def list_annotators(session: Session) -> list[Annotator]:
+    return list(session.scalars(select(Annotator).order_by(Annotator.name)))
+
+
+def annotator_by_token(session: Session, token: str) -> Annotator | None:
+    """The active account whose token this is, or None."""
+    found = session.scalar(select(Annotator).where(Annotator.token_sha256 == hash_token(token)))
+    return found if found is not None and found.active else None
+
+
+def holder(session: Session, task_id: str) -> str | None:
+    """Who holds the task: the annotator it was given to last (None: never given out)."""
+    query = select(TaskClaim.annotator).where(TaskClaim.task_id == task_id)
+    return session.scalar(query.order_by(TaskClaim.claimed_at.desc(), TaskClaim.annotator).limit(1))
+
+
+def ever_held(session: Session, task_id: str, name: str) -> bool:
+    return session.get(TaskClaim, (task_id, name)) is not None
+
+
+def claim_next(session: Session, name: str, now: datetime, lease: timedelta) -> QueuedTask | None:
+    """The annotator's oldest open task they hold (claimed again now), else the oldest open triple nobody has
+    held for `lease`, now theirs; None when no task is left."""
+    mine = (
+        select(AnnotationTask)
+        .join(TaskClaim, TaskClaim.task_id == AnnotationTask.id)
+        .where(TaskClaim.annotator == name, AnnotationTask.status == "open", AnnotationTask.kind == "triple")
+        .order_by(TaskClaim.claimed_at, AnnotationTask.id)
+    )
+    task = next((t for t in session.scalars(mine) if holder(session, t.id) == name), None)
+    if task is None:
+        free = (
+            select(AnnotationTask)
+            .where(AnnotationTask.status == "open", AnnotationTask.kind == "triple", ~held_since(now - lease))
+            .order_by(AnnotationTask.created_at, AnnotationTask.id)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+        )
+        task = session.scalar(free)
+    if task is None:
+        return None
+    claim = session.get(TaskClaim, (task.id, name))
+    if claim is None:
+        session.add(TaskClaim(task_id=task.id, annotator=name, claimed_at=now))
+    else:
+        claim.claimed_at = now
+    session.flush()
+    prompt = session.get(Prompt, task.prompt_id)
+    assert prompt is not None  # a task's prompt is a foreign key
+    contents = responses_for(session, task.prompt_id)
+    return QueuedTask(task, prompt, {k: contents[k] for k in task.response_keys})
+
+
+def held_since(cutoff: datetime) -> ColumnElement[bool]:
+    """A task someone claimed at or after `cutoff` (within the lease)."""
+    return exists().where(TaskClaim.task_id == AnnotationTask.id, TaskClaim.claimed_at >= cutoff)
+
+
+def open_claims(session: Session) -> dict[str, int]:
+    """Open triple-wise tasks held per annotator (whatever the claim's age: the holder may still submit)."""
+    query = (
+        select(TaskClaim.task_id, TaskClaim.annotator)
+        .join(AnnotationTask, AnnotationTask.id == TaskClaim.task_id)
+        .where(AnnotationTask.status == "open")
+        .order_by(TaskClaim.claimed_at, TaskClaim.annotator)
+    )
+    holders = {task: name for task, name in session.execute(query)}  # the newest claim of each task wins
+    return dict(Counter(holders.values()))
+
+
+def queue_size(session: Session, now: datetime, lease: timedelta) -> tuple[int, int]:
+    """(open triple-wise tasks, of which nobody holds within the lease)."""
+    open_triples = and_(AnnotationTask.status == "open", AnnotationTask.kind == "triple")
+    total = session.scalar(select(func.count()).select_from(AnnotationTask).where(open_triples)) or 0
+    free = select(func.count()).select_from(AnnotationTask).where(open_triples, ~held_since(now - lease))
+    return int(total), int(session.scalar(free) or 0)
+
+
+def annotated_by_people(session: Session) -> tuple[list[Annotation], dict[str, dict[str, int]]]:
+    """Every annotation (people's and AI's) of the prompts people annotated, oldest first, and those prompts'
+    resolved rankings {prompt id: {response key: rank}} (the overview's agreement and cycle figures)."""
+    people = select(Annotation.prompt_id).where(Annotation.kind == "human").distinct()
+    query = select(Annotation).where(Annotation.prompt_id.in_(people)).order_by(Annotation.created_at, Annotation.id)
+    ranked = select(Ranking.prompt_id, Ranking.rank).where(Ranking.prompt_id.in_(people))
+    rankings = {pid: {k: int(r) for k, r in rank.items()} for pid, rank in session.execute(ranked)}
+    return list(session.scalars(query)), rankings
+
+
+def task_annotators(session: Session, task_id: str) -> list[str]:
+    """Who annotated a task (the one who completed it first)."""
+    query = select(Annotation.annotator).where(Annotation.task_id == task_id).order_by(Annotation.created_at)
+    return list(session.scalars(query))

@@ -8,7 +8,7 @@ PROTOS := $(wildcard protos/cheems/v1/*.proto)
 STAMP_INSTALL := $(VENV)/.installed
 STAMP_PROTO   := cheems/v1/.stamp-proto
 
-.PHONY: setup proto test demo check bench lock clean sample train kubectl chromium
+.PHONY: setup proto test demo check bench lock clean sample train kubectl chromium image image-test
 
 setup: $(STAMP_INSTALL) $(STAMP_PROTO) kubectl chromium
 
@@ -65,6 +65,20 @@ train: setup out/models/tiny/config.json
 out/models/tiny/config.json: | $(STAMP_INSTALL)
 	$(BIN)/cheems init-model --out out/models/tiny
 
+# The one image (docker/Dockerfile), built with `docker build` where a Docker engine answers, else with
+# buildah from Debian's packages (installed when missing) on a debootstrapped bookworm base, built once
+# and reused (no registry needed; PYTHON_IMAGE picks another base). pip in the build honours this
+# machine's pip configuration. IMAGE names it; TORCH_VARIANT=cuda builds the GPU variant.
+IMAGE ?= cheems:0.1.0
+image:
+	IMAGE=$(IMAGE) PYTHON=$(PYTHON) docker/build.sh
+
+# Runs the image as the pods do (uid 10001, read-only root, tmpfs /tmp, no capabilities, no network):
+# scorer on Triton (health, Score, /get_reward, SIGTERM), tiny training, eval --report, broker +
+# migrations + ingestion. Not part of `make test`, which needs no container engine.
+image-test: image
+	IMAGE=$(IMAGE) PYTHON=$(PYTHON) docker/image-test.sh
+
 check: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -77,6 +91,8 @@ bench: setup
 	$(BIN)/python bench/resolve_bench.py
 	$(BIN)/python bench/pipeline_bench.py
 	$(BIN)/python bench/loop_bench.py
+	$(BIN)/python bench/prefix_bench.py
+	$(BIN)/python bench/triton_requests_bench.py
 
 lock: setup
 	{ echo '# Full dependency tree, pinned. Regenerate with `make lock` after changing pyproject.toml.'; \

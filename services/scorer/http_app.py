@@ -9,7 +9,7 @@ GET  /health      200 when the model is ready, else 503 (no token needed)
 GET  /metrics     Prometheus text (no token needed)
 
 Errors are JSON, `{"error": message, "reason": word}` (the word is the scorer error's `reason`), with
-the status of `ERRORS`: 400 bad input (the message names the field: `query[3]: lone surrogate`),
+the status of `services.web.STATUSES`: 400 bad input (the message names the field: `query[3]: lone surrogate`),
 413 over a limit (`max_message_bytes`, `max_queries`, length under truncation "error"), 503 backend
 down, 504 deadline (every call gets the server's `max_call_seconds`), 499 caller gone, 401 no token.
 
@@ -39,7 +39,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from cheems import errors
 from services.grpc_errors import status_of
 from services.scorer.errors import (
     InvalidRequest,
@@ -48,25 +47,15 @@ from services.scorer.errors import (
 )
 from services.scorer.json_body import parse_body, read_body
 from services.scorer.service import ScoreArgs, Scorer
+from services.web.errors import status_of as http_status
 
 log = logging.getLogger(__name__)
-# error kind (cheems.errors) -> HTTP status, and the status name the metrics use (the gRPC edge's names)
-ERRORS: list[tuple[type[errors.CheemsError], int]] = [
-    (errors.InvalidInput, 400),
-    (errors.NotFound, 404),
-    (errors.Conflict, 409),
-    (errors.LimitExceeded, 413),
-    (errors.Unavailable, 503),
-    (errors.DeadlineExceeded, 504),
-    (errors.Cancelled, 499),
-    (errors.CheemsError, 500),
-]
 VALUES_PER_QUERY = 64  # JSON values a body may hold per allowed query: bounds the parse's CPU time
 TOKEN_KEY = "cheems.query_token"  # scope key for the `?token=` value, once moved out of the query string
 
 
 def error_reply(e: ScorerError) -> tuple[JSONResponse, str]:
-    status = next(status for kind, status in ERRORS if isinstance(e, kind))
+    status = http_status(e)
     name = status_of(e).name
     message = str(e).encode("utf-8", "backslashreplace").decode()  # a message may quote a lone surrogate
     return JSONResponse({"error": message, "reason": e.reason}, status_code=status), name

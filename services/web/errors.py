@@ -29,6 +29,7 @@ STATUSES: list[tuple[type[errors.CheemsError], int]] = [
     (errors.LimitExceeded, 413),
     (errors.Unavailable, 503),
     (errors.DeadlineExceeded, 504),
+    (errors.Cancelled, 499),  # the caller went away (nginx's code)
 ]
 
 

@@ -10,6 +10,7 @@ tokens. The reward is read at the last token of that sequence.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -66,8 +67,7 @@ def encode_many(
     if max_length < 1:
         raise ValueError(f"max_length must be >= 1, got {max_length}")
     texts = [render(tokenizer, c) for c in conversations]
-    batches = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
-    return [cut(list(ids), max_length, truncation) for ids in batches]
+    return [cut(ids, max_length, truncation) for ids in token_ids(tokenizer, texts)]
 
 
 def encode(
@@ -86,3 +86,37 @@ def cut(ids: list[int], max_length: int, truncation: Truncation | str) -> Encode
         return Encoded(ids, len(ids))
     kept = ids[-max_length:] if truncation is Truncation.LEFT else ids[:max_length]
     return Encoded(kept, len(ids))
+
+
+MIN_SHARED_CHARS = 16  # a shorter common beginning is tokenized with each text
+
+
+def token_ids(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
+    """Token ids of each text (no special tokens added), from one batched tokenizer call.
+
+    Texts that begin alike (one prompt's responses, rendered) have their common beginning tokenized
+    once, cut at the end of the last special token in it: a tokenizer splits its special tokens out
+    of the text before anything else, so ids(A + S + B) == ids(A + S) + ids(B) for a special token S
+    that strips no whitespace and is not normalized. Otherwise every text is tokenized whole."""
+    split = shared_split(tokenizer, texts) if len(texts) > 1 else 0
+    if split < MIN_SHARED_CHARS:
+        return [list(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]] if texts else []
+    head, *rest = tokenizer([texts[0][:split], *(t[split:] for t in texts)], add_special_tokens=False)["input_ids"]
+    return [[*head, *ids] for ids in rest]
+
+
+def shared_split(tokenizer: Any, texts: Sequence[str]) -> int:
+    """Characters of the texts' common beginning up to the end of its last clean special token (0: none)."""
+    common = os.path.commonprefix(list(texts))  # noqa: RUF071 - characters are what is compared here
+    ends = [common.rfind(token) + len(token) for token in clean_special_tokens(tokenizer) if token in common]
+    return max(ends, default=0)
+
+
+def clean_special_tokens(tokenizer: Any) -> list[str]:
+    """Special tokens a text can be cut after without changing its ids (no lstrip/rstrip, not normalized)."""
+    added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+    return [
+        t.content
+        for t in added.values()
+        if t.special and not (t.lstrip or t.rstrip or t.normalized or t.single_word) and t.content
+    ]

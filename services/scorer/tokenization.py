@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cheems.chat import Conversation, Encoded, Truncation, cut, render
+from cheems.chat import Conversation, Encoded, Truncation, cut, render, token_ids
 from services.scorer.errors import InvalidRequest, LimitExceeded
 
 
@@ -78,7 +78,7 @@ def tokenize_texts(
                 "tokens can hold (the server does not truncate)"
             )
     clipped = [clip(t, budget, truncation) for t in texts]
-    ids = tokenizer(clipped, add_special_tokens=False)["input_ids"] if clipped else []
+    ids = token_ids(tokenizer, clipped)  # a common beginning (the prompt) tokenized once
     encoded = []
     for i, (text, row) in enumerate(zip(texts, ids, strict=True)):
         e = cut(list(row), max_length, truncation)

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import random
+from copy import deepcopy
 from typing import Any
 
 import pytest
 
-from cheems.chat import Conversation, Encoded, Truncation, encode, encode_many, render
+from cheems.chat import (
+    MIN_SHARED_CHARS,
+    Conversation,
+    Encoded,
+    Truncation,
+    clean_special_tokens,
+    encode,
+    encode_many,
+    render,
+    shared_split,
+    token_ids,
+)
 
 IM_END = 151645
 IM_START = 151644
@@ -184,3 +197,57 @@ def test_non_positive_max_length_raises(tok: Any, max_length: int) -> None:
         encode(tok, CONV, max_length=max_length)
     with pytest.raises(ValueError, match="max_length"):
         encode_many(tok, [], max_length=max_length)
+
+
+PIECES = [
+    "你好",
+    "，",
+    "。",
+    " ",
+    "  ",
+    "\n",
+    "\n\n",
+    "hello",
+    " world",
+    "😀",
+    "<|im_end|>",
+    "<|im_start|>",
+    "12345",
+    "\t",
+    "é",
+]
+
+
+def random_text(rng: random.Random, most: int) -> str:
+    return "".join(rng.choice(PIECES) for _ in range(rng.randrange(0, most)))
+
+
+def test_a_shared_beginning_tokenized_once_gives_the_ids_of_each_whole_text(tok: Any) -> None:
+    """Responses with whitespace, emoji and special-token text at the boundary, system prompts, history."""
+    rng = random.Random(0)
+    shared = 0
+    for _ in range(300):
+        history = tuple((("user", "assistant")[k % 2], random_text(rng, 8)) for k in range(rng.choice([0, 2])))
+        system = rng.choice([None, random_text(rng, 10)])
+        prompt = random_text(rng, 30) or "问"
+        convs = [Conversation(prompt, random_text(rng, 12), system, history) for _ in range(rng.randrange(1, 6))]
+        texts = [render(tok, c) for c in convs]
+        shared += shared_split(tok, texts) >= MIN_SHARED_CHARS and len(texts) > 1
+        assert token_ids(tok, texts) == [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    assert shared > 150  # most of them really went through the shared path
+
+
+def test_the_cut_is_after_a_special_token(tok: Any) -> None:
+    texts = [render(tok, Conversation("请解释递归。", r, "你是助手。")) for r in ("递归是……", "不知道")]
+    split = shared_split(tok, texts)
+    assert texts[0][:split].endswith("<|im_start|>") and texts[0][split:].startswith("assistant")
+
+
+def test_a_special_token_that_strips_whitespace_is_not_a_cut(tok: Any) -> None:
+    from tokenizers import AddedToken
+
+    copy = deepcopy(tok)
+    copy.add_special_tokens({"additional_special_tokens": [AddedToken("<|sep|>", rstrip=True, normalized=False)]})
+    texts = ["前言前言前言前言前言前言<|sep|>  回答一", "前言前言前言前言前言前言<|sep|>  回答二"]
+    assert "<|sep|>" not in clean_special_tokens(copy) and shared_split(copy, texts) == 0
+    assert token_ids(copy, texts) == [copy(t, add_special_tokens=False)["input_ids"] for t in texts]

@@ -3,7 +3,6 @@ scorers serving it under a model id of the test's choosing, and `pump` (consumer
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from evaluator.driver import Polling, polled
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import EventConsumer
@@ -55,43 +55,28 @@ def scorer(checkpoint: Path) -> Iterator[ScorerServer]:
 
 
 class Pump:
-    """Consumers each polled by a thread of its own, so their group joins overlap; `wait_for` re-raises what
-    a consumer's thread raised."""
+    """Waits on consumers polled by `evaluator.driver.polled` (a thread each, so their group joins overlap);
+    `wait_for` re-raises what a consumer's thread raised."""
 
-    def __init__(self, consumers: tuple[EventConsumer, ...]) -> None:
-        self.stop = threading.Event()
-        self.errors: list[BaseException] = []
-        self.threads = [threading.Thread(target=self._run, args=(c,), daemon=True) for c in consumers]
-
-    def _run(self, consumer: EventConsumer) -> None:
-        try:
-            consumer.run(self.stop)
-        except BaseException as e:
-            self.errors.append(e)
+    def __init__(self, polling: Polling) -> None:
+        self.polling = polling
 
     def wait_for(self, predicate: Callable[[], object], timeout: float = 120.0, what: str = "") -> None:
         deadline = time.monotonic() + timeout
         while not predicate():
-            if self.errors:
-                raise self.errors[0]
+            self.polling.check()
             assert time.monotonic() < deadline, f"timed out waiting for {what or predicate}"
             time.sleep(0.1)
+
+
+@contextmanager
+def pumping(*consumers: EventConsumer) -> Iterator[Pump]:
+    """The consumers polled until the block ends."""
+    with polled(consumers) as polling:
+        yield Pump(polling)
 
 
 @pytest.fixture
 def pump() -> Callable[..., object]:
     """`with pump(consumer, ...) as p: p.wait_for(...)`: the consumers are polled until the block ends."""
-
-    @contextmanager
-    def pumping(*consumers: EventConsumer) -> Iterator[Pump]:
-        running = Pump(consumers)
-        for thread in running.threads:
-            thread.start()
-        try:
-            yield running
-        finally:
-            running.stop.set()
-            for thread in running.threads:
-                thread.join(timeout=30)
-
     return pumping

@@ -27,7 +27,7 @@ from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
 from services.store import registry, repository
 from services.store.db import session_scope
-from tests.evaluator.conftest import Pump, serving
+from tests.evaluator.conftest import pumping, serving
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 BENCH = (str(SAMPLE / "open.jsonl"), str(SAMPLE / "human.jsonl"))
@@ -59,15 +59,8 @@ def evaluate(engine: Engine, models: Mapping[str, tuple[Path, Sequence[str]]]) -
             stack.callback(worker.close)
             stack.callback(sink.close)
             consumers += [worker.consumer, sink.consumer]
-        pump = Pump(tuple(consumers))
-        for thread in pump.threads:
-            thread.start()
-        try:
+        with pumping(*consumers) as pump:
             pump.wait_for(lambda: all(run_state(engine, r).state != "running" for r in runs.values()), what="runs")
-        finally:
-            pump.stop.set()
-            for thread in pump.threads:
-                thread.join(timeout=30)
     states = {m: run_state(engine, r).state for m, r in runs.items()}
     assert set(states.values()) == {"succeeded"}, states
     return runs

@@ -34,7 +34,7 @@ def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Te
 
 def forward_rewards(model: Any, sequences: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> torch.Tensor:
     """Scalar reward of each token sequence: the head at its last token, as float32. DDP-wrapped models work."""
-    ids, mask = pad_batch(sequences, getattr(model, "module", model).config.pad_token_id)
+    ids, mask = pad_batch(sequences, unwrapped(model).config.pad_token_id)
     logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
     return logits[:, 0].float()
 
@@ -115,17 +115,19 @@ def packed_rewards(
     segment; padding sees only itself. The model runs through its own forward (so DDP and FSDP hooks
     run) and the head's per-token output is taken on its way out."""
     packed = [lay_out(r, sequences) for r in rows]
-    ids, positions, allowed = _row_tensors(packed, unwrapped(model).config.pad_token_id)
-    config = unwrapped(model).config
-    if config._attn_implementation == "eager":  # eager adds the mask to the scores
-        dtype = next(unwrapped(model).parameters()).dtype
-        mask: torch.Tensor = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+    inner = unwrapped(model)
+    ids, positions, allowed = _row_tensors(packed, inner.config.pad_token_id, device)
+    if inner.config._attn_implementation == "eager":  # eager adds the mask to the scores
+        dtype = next(inner.parameters()).dtype
+        mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
+            ~allowed, torch.finfo(dtype).min
+        )
     else:
         mask = allowed
     per_token: list[torch.Tensor] = []
-    hook = head_of(unwrapped(model)).register_forward_hook(lambda _m, _i, output: per_token.append(output))
+    hook = head_of(inner).register_forward_hook(lambda _m, _i, output: per_token.append(output))
     try:
-        model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device))
+        model(input_ids=ids, attention_mask=mask, position_ids=positions)
     finally:
         hook.remove()
     rows_index = torch.as_tensor([r for r, p in enumerate(packed) for _ in p.reads], dtype=torch.long)
@@ -133,8 +135,11 @@ def packed_rewards(
     return per_token[-1][rows_index.to(device), reads.to(device), 0].float()
 
 
-def _row_tensors(packed: Sequence[Packed], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """input_ids and position_ids [rows, L], and the boolean attention mask [rows, 1, L, L]."""
+def _row_tensors(
+    packed: Sequence[Packed], pad_id: int, device: torch.device | str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """input_ids and position_ids [rows, L], and the boolean attention mask [rows, 1, L, L], on `device`
+    (the L x L mask is built there, not copied there)."""
     longest = max(len(p.input_ids) for p in packed)
     ids = torch.full((len(packed), longest), pad_id, dtype=torch.long)
     positions = torch.zeros((len(packed), longest), dtype=torch.long)
@@ -144,9 +149,10 @@ def _row_tensors(packed: Sequence[Packed], pad_id: int) -> tuple[torch.Tensor, t
         ids[row, :n] = torch.as_tensor(p.input_ids)
         positions[row, :n] = torch.as_tensor(p.positions)
         segments[row, :n] = torch.as_tensor(p.segments)
-    index = torch.arange(longest)
+    segments = segments.to(device)
+    index = torch.arange(longest, device=device)
     causal = index[None, :] <= index[:, None]  # [query, key]
     query, key = segments[:, :, None], segments[:, None, :]
     visible = (key == 0) & (query >= 0) | (key == query)
     allowed = causal[None] & visible  # padding (segment -1) sees earlier padding and itself: no empty row
-    return ids, positions, allowed[:, None]
+    return ids.to(device), positions.to(device), allowed[:, None]

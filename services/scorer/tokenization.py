@@ -81,7 +81,7 @@ def tokenize_texts(
     ids = token_ids(tokenizer, clipped)  # a common beginning (the prompt) tokenized once
     encoded = []
     for i, (text, row) in enumerate(zip(texts, ids, strict=True)):
-        e = cut(list(row), max_length, truncation)
+        e = cut(row, max_length, truncation)
         if len(text) > budget:  # clipped before tokenizing: it was over length, whatever is left
             e = Encoded(e.input_ids, max(e.full_length, max_length + 1))
         if len(e.input_ids) > max_length:

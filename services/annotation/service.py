@@ -44,7 +44,7 @@ from services.store import repository
 from services.store.db import session_scope
 from services.store.errors import InvalidRecord, UnknownPrompt, UnknownTask
 from services.store.models import AnnotationTask, Prompt, Ranking
-from services.store.tasks import lock_prompt, open_count, open_tasks
+from services.store.tasks import QueuedTask, lock_prompt, open_count, open_tasks
 
 log = logging.getLogger(__name__)
 MAX_LISTED = 1000  # open tasks one listing returns at most
@@ -190,20 +190,7 @@ class AnnotationService:
             raise InvalidRecord(f"limit must be in 1..{MAX_LISTED}, got {limit}")
         with session_scope(self.engine) as session:
             queued = open_tasks(session, prompt_id, KIND_OF_SIZE.get(group_size), limit, created_before)
-            return [
-                OpenTask(
-                    q.task.id,
-                    q.task.prompt_id,
-                    q.prompt.text,
-                    q.prompt.system_prompt or "",
-                    [(t["role"], t["content"]) for t in q.prompt.history or []],
-                    list(q.prompt.category or []),
-                    q.prompt.source,
-                    q.contents,
-                    q.task.created_at,
-                )
-                for q in queued
-            ]
+            return [open_task_of(q) for q in queued]
 
     def close(self) -> None:
         """Stop the event relay (what it could not publish waits in the outbox for the next start)."""
@@ -277,3 +264,20 @@ def _create_tasks(session: Session, prompt_id: str, group_size: int) -> list[tup
     groups = [g for g in groups if len(g) == group_size]
     ids = repository.create_tasks(session, prompt_id, groups, KIND_OF_SIZE[group_size])
     return list(zip(ids, groups, strict=True))
+
+
+def open_task_of(queued: QueuedTask) -> OpenTask:
+    """An open task as the gRPC service and the annotator's page show it."""
+    task, prompt = queued.task, queued.prompt
+    history = [(t["role"], t["content"]) for t in prompt.history or []]
+    return OpenTask(
+        task.id,
+        task.prompt_id,
+        prompt.text,
+        prompt.system_prompt or "",
+        history,
+        list(prompt.category or []),
+        prompt.source,
+        queued.contents,
+        task.created_at,
+    )

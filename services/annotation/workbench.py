@@ -24,7 +24,7 @@ from typing import Any
 
 from cheems import errors
 from services.annotation.quality import Judgment, Quality, annotator_quality, stored_relations
-from services.annotation.service import AnnotationService, OpenTask
+from services.annotation.service import AnnotationService, OpenTask, open_task_of
 from services.annotation.submission import Submission, submit
 from services.annotation.web_form import parse_form
 from services.store import annotators as accounts
@@ -106,21 +106,7 @@ class Workbench:
         """The task the annotator holds, else the oldest free triple-wise task, now held by them."""
         with session_scope(self.service.engine) as session:
             queued = accounts.claim_next(session, person.name, self.clock(), self.lease)
-            if queued is None:
-                return None
-            prompt, task = queued.prompt, queued.task
-            history = [(t["role"], t["content"]) for t in prompt.history or []]
-            return OpenTask(
-                task.id,
-                task.prompt_id,
-                prompt.text,
-                prompt.system_prompt or "",
-                history,
-                list(prompt.category or []),
-                prompt.source,
-                queued.contents,
-                task.created_at,
-            )
+            return None if queued is None else open_task_of(queued)
 
     def submit(self, person: Person, task_id: str, body: Any) -> bool:
         """Store the annotator's ranking of a task they hold; False when this annotation was stored already."""

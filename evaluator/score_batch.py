@@ -13,22 +13,16 @@ scorer to switch (`evaluator.worker`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 
 from cheems.v1 import events_pb2, reward_pb2
 from services.bus.client import Delivery
 
-T = TypeVar("T")
 # what the scorer answers for a request it will never score, however often it is asked
 REFUSALS = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.RESOURCE_EXHAUSTED)
 OVERLOADED = "overloaded"  # the `cheems-error-reason` of a RESOURCE_EXHAUSTED that passes (the client retries it)
-
-
-def chunks(items: Sequence[T], size: int) -> list[list[T]]:
-    """`items` in order, in lists of at most `size`."""
-    return [list(items[start : start + size]) for start in range(0, len(items), size)]
 
 
 def match_replies(

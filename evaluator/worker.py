@@ -37,10 +37,10 @@ import grpc
 
 from cheems.v1 import events_pb2, reward_pb2
 from evaluator.errors import WorkerStopped, WrongModel
-from evaluator.score_batch import chunks, match_replies, one_by_one, refused, score_event
+from evaluator.score_batch import match_replies, one_by_one, refused, score_event
 from services.bus import topics
 from services.bus.client import JOIN_WAIT_MS, Delivery, EventConsumer, Publisher
-from services.scorer.client import RewardClient, error_reason
+from services.scorer.client import RewardClient, chunks, error_reason
 
 log = logging.getLogger(__name__)
 WORKER_GROUP = "cheems-score-workers"

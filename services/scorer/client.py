@@ -27,6 +27,7 @@ from services.grpc_errors import REASON_KEY
 DEFAULT_MAX_RESPONSES = 64  # per ScoreBatch item, when the server does not say
 MAX_ITEMS = 64  # items per ScoreBatch call sent by the reward function
 Reply = TypeVar("Reply")
+T = TypeVar("T")
 History = tuple[tuple[str, str], ...]
 
 
@@ -125,8 +126,9 @@ def group_samples(samples: Sequence[Sample], max_responses: int = DEFAULT_MAX_RE
     ]
 
 
-def _chunks(groups: list[Group], size: int) -> list[list[Group]]:
-    return [groups[start : start + size] for start in range(0, len(groups), size)]
+def chunks(items: Sequence[T], size: int) -> list[list[T]]:
+    """`items` in order, in lists of at most `size`."""
+    return [list(items[start : start + size]) for start in range(0, len(items), size)]
 
 
 class RewardClient:
@@ -199,7 +201,7 @@ class RewardClient:
         if not self._max_responses:
             self._max_responses = self.model_info().max_responses or DEFAULT_MAX_RESPONSES
         out: list[float | None] = [None] * len(samples)
-        for chunk in _chunks(group_samples(samples, self._max_responses), max_items):
+        for chunk in chunks(group_samples(samples, self._max_responses), max_items):
             items = [_request(g.key[0], [samples[i].completion for i in g.indices], g.key[1], g.key[2]) for g in chunk]
             reply = self._call(self.stub.ScoreBatch, reward_pb2.ScoreBatchRequest(items=items), None)
             for group, result in zip(chunk, reply.results, strict=True):

@@ -6,9 +6,10 @@ import grpc
 import pytest
 
 from cheems.v1 import events_pb2, reward_pb2
-from evaluator.score_batch import chunks, match_replies, one_by_one, refused, score_event
+from evaluator.score_batch import match_replies, one_by_one, refused, score_event
 from services.bus import topics
 from services.bus.client import Delivery
+from services.scorer.client import chunks
 
 Code = grpc.StatusCode
 

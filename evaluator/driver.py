@@ -53,7 +53,7 @@ def evaluate_via_kafka(
         run_id = start_run(engine, publisher, bench, scorer_url, options, cache)
         watch_run(engine, run_id, polling, timeout, progress)
     result = stored_result(engine, run_id)
-    assert result is not None  # wait_for_run returns once the run succeeded
+    assert result is not None  # watch_run returns once the run succeeded
     return result
 
 

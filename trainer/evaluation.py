@@ -39,13 +39,13 @@ def bench_rewards(
     share = -(-len(keys) // (world.size * batch_size)) * batch_size  # equal forwards on every rank
     mine = list(range(world.rank * share, min((world.rank + 1) * share, len(keys))))
     scores: dict[RewardKey, float] = {}
+    forward = shared_rewards if prefix_sharing else forward_rewards
     model.eval()
     with torch.no_grad():
         for start in range(0, share, batch_size):
             chunk = mine[start : start + batch_size]
             todo = chunk or [0]  # a rank past the end still joins the forward
             encoded = encode_many(tokenizer, [convs[k] for k in todo], max_length, Truncation.LEFT)
-            forward = shared_rewards if prefix_sharing else forward_rewards
             values = forward(model, [e.input_ids for e in encoded], world.device).tolist()
             scores.update({keys[k]: v for k, v in zip(chunk, values, strict=False)})
     model.train()

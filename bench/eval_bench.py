@@ -22,9 +22,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cheems.cheemsbench import BenchItem, read_bench, write_bench
-from cheems.responses import Response
-from cheems.rewards_file import read_rewards, write_rewards
+from cheems.formats.cheemsbench import BenchItem, read_bench, write_bench
+from cheems.formats.responses import Response
+from cheems.formats.rewards_file import read_rewards, write_rewards
 from evaluator.evaluate import evaluate, evaluate_files
 
 CATEGORIES = ["推理", "数学", "代码", "知识", "语言", "安全", "理解", "复杂指令"]

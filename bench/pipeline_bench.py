@@ -35,14 +35,14 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from cheems.cheemsbench import BenchItem, read_bench, write_bench
-from cheems.responses import Response
+from cheems.formats.cheemsbench import BenchItem, read_bench, write_bench
+from cheems.formats.responses import Response
 from cheems.v1 import reward_pb2
-from evaluator.driver import polled, run_via_kafka, watch_run
 from evaluator.evaluate import BenchCache
-from evaluator.runs import start_run
-from evaluator.sink import ResultSink, SinkConfig
-from evaluator.worker import ScoreWorker, WorkerConfig
+from evaluator.pipeline.driver import polled, run_via_kafka, watch_run
+from evaluator.pipeline.runs import start_run
+from evaluator.pipeline.sink import ResultSink, SinkConfig
+from evaluator.pipeline.worker import ScoreWorker, WorkerConfig
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher

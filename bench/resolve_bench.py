@@ -13,7 +13,7 @@ import argparse
 import random
 import time
 
-from services.annotation.resolve import Relation, preference_graph, resolve
+from services.annotation.algorithm.resolve import Relation, preference_graph, resolve
 
 
 def synth(prompts: int, seed: int = 0) -> list[list[Relation]]:

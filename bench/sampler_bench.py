@@ -26,9 +26,9 @@ from pathlib import Path
 
 import torch
 
-from cheems.cheemsbench import BenchItem, write_bench
+from cheems.formats.cheemsbench import BenchItem, write_bench
+from cheems.formats.responses import Response
 from cheems.forward import forward_rewards
-from cheems.responses import Response
 from trainer.data import read_groups, tokenize_groups
 from trainer.loss import bt_loss
 from trainer.sampler import SamplerConfig, epoch_batches, pairs_in_batch

@@ -11,7 +11,7 @@
 
 Packages subclass a kind (`services.store.errors`, `services.scorer.errors`, ...). Only the edges map
 kinds to the outside: exit codes in `cheems_cli.options`, gRPC status in `services.hosting.grpc_status`,
-HTTP status in `services.scorer.http_app`. Each error has a `reason`, a stable word clients may read.
+HTTP status in `services.scorer.http.app`. Each error has a `reason`, a stable word clients may read.
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ import argparse
 import random
 from pathlib import Path
 
-from cheems.cheemsbench import BenchItem, write_bench
-from cheems.jsonl import write_objects
-from cheems.responses import Response
+from cheems.formats.cheemsbench import BenchItem, write_bench
+from cheems.formats.jsonl import write_objects
+from cheems.formats.responses import Response
 
 SEED = 20250224
 NOISE = 0.9

@@ -30,7 +30,7 @@ def resolve_command(
     stats: Annotated[Path | None, typer.Option(help="Write statistics as JSON here.")] = None,
 ) -> None:
     """Resolve conflicting annotations into partial rankings (the paper's Algorithm 1)."""
-    from services.annotation.resolve_file import resolve_file
+    from services.annotation.files.resolve import resolve_file
 
     result = resolve_file(annotations, out, stats)
     typer.echo(
@@ -56,7 +56,7 @@ def annotate_simulate(
     seed: Annotated[int, typer.Option()] = 0,
 ) -> None:
     """Simulate noisy annotators (for demos and tests; no people or paid API needed)."""
-    from services.annotation.commands import simulate
+    from services.annotation.files.commands import simulate
 
     if kind not in {"human", "ai"}:
         raise typer.BadParameter("must be human or ai", param_hint="--kind")
@@ -79,8 +79,8 @@ def annotate_judge(
     seed: Annotated[int, typer.Option()] = 0,
 ) -> None:
     """Judge every pair of responses with an LLM (the paper's template); print position/length bias."""
-    from services.annotation.commands import dump, judge
-    from services.annotation.judge import JudgeConfig, OpenAICompatibleBackend, TransformersBackend
+    from services.annotation.files.commands import dump, judge
+    from services.annotation.judge.pairwise import JudgeConfig, OpenAICompatibleBackend, TransformersBackend
 
     if bool(local_model) == bool(base_url and model):
         raise typer.BadParameter("give --base-url with --model, or --local-model")
@@ -103,7 +103,7 @@ def annotate_distant(
     tie_margin: Annotated[float, typer.Option(help="Drop a = b when the RM separates them by more.")] = 1e9,
 ) -> None:
     """Distant supervision: drop AI verdicts the human-trained RM contradicts, then resolve."""
-    from services.annotation.commands import distant, dump
+    from services.annotation.files.commands import distant, dump
 
     typer.echo(dump(distant(ai, rewards, out, margin, tie_margin)))
 
@@ -117,7 +117,7 @@ def annotate_export(
     seed: Annotated[int, typer.Option()] = 0,
 ) -> None:
     """Export rankings as CheemsPreference pairs (length-debiased)."""
-    from services.annotation.commands import dump, export
+    from services.annotation.files.commands import dump, export
 
     typer.echo(dump(export(bench, out, debias, seed)))
 
@@ -131,8 +131,8 @@ def annotate_filter(
     min_chinese_ratio: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.3,
 ) -> None:
     """Drop abnormally long or mostly non-Chinese responses; print rejections per rule."""
-    from services.annotation.commands import dump, filter_bench
-    from services.annotation.filters import FilterConfig
+    from services.annotation.algorithm.filters import FilterConfig
+    from services.annotation.files.commands import dump, filter_bench
 
     config = FilterConfig(max_chars=max_chars, min_chinese_ratio=min_chinese_ratio)
     typer.echo(dump(filter_bench(bench, out, config)))
@@ -156,8 +156,8 @@ def annotate_simulate_humans(
     import json
     from dataclasses import asdict
 
-    from cheems.cheemsbench import read_bench
-    from services.annotation.simulated_annotators import SimulationConfig, simulate_humans
+    from cheems.formats.cheemsbench import read_bench
+    from services.annotation.simulation.annotators import SimulationConfig, simulate_humans
 
     items = [item for path in bench for item in read_bench(path)]
     config = SimulationConfig(annotators=annotators, noise=noise, seed=seed, idle_seconds=idle_seconds)

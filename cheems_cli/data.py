@@ -1,6 +1,6 @@
 """Data in: `cheems ingest`, `cheems convert`, and the store's `cheems db upgrade`.
 
-Both data commands read every layout `cheems.layouts` knows, from jsonl, a JSON array or Parquet,
+Both data commands read every layout `cheems.formats.layouts` knows, from jsonl, a JSON array or Parquet,
 account for every record, and exit 0 when all were taken, 1 when some were rejected (the others are
 stored or written all the same), 2 when the input cannot be used at all.
 """
@@ -81,7 +81,7 @@ def convert_command(
     """Rewrite preference data of any layout in the official layouts (records of one prompt merged).
 
     Exit 0: every record converted; 1: some rejected (the rest written); 2: unusable input."""
-    from cheems.convert import convert
+    from cheems.formats.convert import convert
 
     result = convert(file, out, layout)
     read = ", ".join(f"{n} {name}" for name, n in sorted(result.layouts_in.items())) or "none"

@@ -60,7 +60,7 @@ def eval_command(
     if rewards is not None:
         result = evaluate_files(bench, rewards, options)
     else:
-        from evaluator.driver import run_via_kafka  # Kafka and the store: imported only when asked for
+        from evaluator.pipeline.driver import run_via_kafka  # Kafka and the store: imported only when asked for
 
         result = run_via_kafka([str(b) for b in bench], scorer_url, db, bootstrap, options)
     typer.echo(format_table(result))

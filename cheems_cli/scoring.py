@@ -97,7 +97,7 @@ def export_triton_command(
     ] = "on",
 ) -> None:
     """Export a checkpoint as a Triton model repository (Python backend) for the official Triton image."""
-    from services.scorer.model_repository import export_triton_repository
+    from services.scorer.triton.repository import export_triton_repository
 
     target = export_triton_repository(
         model, out, name, max_batch_size, device=device, prefix_sharing=prefix_sharing == "on"

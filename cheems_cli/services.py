@@ -67,7 +67,7 @@ def service_annotation(
     --http-port: the annotator's page (/annotate) and the admin overview (/admin) over HTTP."""
     from services.annotation.intake import IntakeConfig
     from services.annotation.server import serve
-    from services.annotation.workbench import WorkbenchConfig
+    from services.annotation.web.workbench import WorkbenchConfig
     from services.hosting import HostConfig
 
     try:
@@ -107,8 +107,8 @@ def service_judge(
 ) -> None:
     """AI judge worker: new samples -> pair tasks -> an OpenAI-compatible LLM judges each pair -> AI
     annotations (the prompt's last one resolves it and publishes its ranking), until SIGTERM."""
-    from services.annotation.judge import JudgeConfig, OpenAICompatibleBackend
-    from services.annotation.judge_worker import JudgeWorkerConfig, ProcessHealth, serve_judge
+    from services.annotation.judge.pairwise import JudgeConfig, OpenAICompatibleBackend
+    from services.annotation.judge.worker import JudgeWorkerConfig, ProcessHealth, serve_judge
 
     required(base_url, "CHEEMS_JUDGE_BASE_URL")
     required(model, "CHEEMS_JUDGE_MODEL")
@@ -147,7 +147,7 @@ def service_evaluation(
     (--http-port), until SIGTERM; with --evaluate-models, a run of each newly registered model
     (cheems.models.v1) on those files, scored by --scorer-url."""
     from evaluator.errors import BadRequest
-    from evaluator.model_runs import ModelRunsConfig
+    from evaluator.pipeline.model_runs import ModelRunsConfig
     from evaluator.server import EvaluationConfig, resolve_bench, serve
     from services.hosting import HostConfig
 
@@ -190,8 +190,8 @@ def service_eval_worker(
     ] = 256,
 ) -> None:
     """Score worker: score requests from Kafka -> RewardService -> scores to Kafka, until SIGTERM."""
-    from evaluator.process import ProcessConfig, serve_worker
-    from evaluator.worker import WorkerConfig
+    from evaluator.pipeline.process import ProcessConfig, serve_worker
+    from evaluator.pipeline.worker import WorkerConfig
 
     required(scorer_url, "CHEEMS_SCORER_URL")
     required(bootstrap, "CHEEMS_KAFKA_BOOTSTRAP")
@@ -221,8 +221,8 @@ def service_eval_sink(
     group: Annotated[str, typer.Option(hidden=True, help="Tests: a consumer group of their own.")] = "",
 ) -> None:
     """Result sink: scores from Kafka -> eval_scores; completed runs -> metrics and eval results, until SIGTERM."""
-    from evaluator.process import ProcessConfig, serve_sink
-    from evaluator.sink import SinkConfig
+    from evaluator.pipeline.process import ProcessConfig, serve_sink
+    from evaluator.pipeline.sink import SinkConfig
 
     required(bootstrap, "CHEEMS_KAFKA_BOOTSTRAP")
     config = ProcessConfig(health_port=health_port, health_host=host)
@@ -272,9 +272,9 @@ def service_training(
     ] = None,
 ) -> None:
     """gRPC cheems.v1.TrainingService: datasets, trainings (local or Kubernetes) and models, until SIGTERM."""
-    from trainer.server import serve
-    from trainer.service import check_request
-    from trainer.service_config import TrainingConfig
+    from trainer.service.config import TrainingConfig
+    from trainer.service.server import serve
+    from trainer.service.trainings import check_request
 
     def pair(kv: str) -> tuple[str, str]:
         if "=" not in kv:
@@ -346,8 +346,8 @@ def dev_judge_server(
     import signal
     import threading
 
-    from cheems.cheemsbench import read_bench
-    from services.annotation.simulated_judge import JudgeServer, SimulatedJudge, SimulatedJudgeConfig
+    from cheems.formats.cheemsbench import read_bench
+    from services.annotation.simulation.judge import JudgeServer, SimulatedJudge, SimulatedJudgeConfig
 
     items = [item for path in bench for item in read_bench(path)]
     stop = threading.Event()

@@ -4,12 +4,13 @@ from evaluator.evaluate import evaluate_files
 result = evaluate_files(["open.jsonl", "human.jsonl"], "rewards.jsonl")
 print(result.overall)
 
-The one evaluation path is `evaluator.evaluate`; the run through Kafka is split by concept: `runs`
-(start a run, read it back), `worker` (score worker) with `score_batch` (its batches, pure),
-`sink` (result sink) with `sink_batch` (its batches, pure), `convert` (proto messages), `driver`
-(`cheems eval --via-kafka`), `process` (worker/sink as long-lived processes), `server` (gRPC
-EvaluationService). The leaderboard, served over HTTP by the same service:
-`standings` (models best first, a model's runs), `comparison` (two models side by side),
-`chart_svg` (the per-category chart), the pages (`leaderboard_pages`, `compare_page`, `page_words`)
-and `leaderboard_app` (Starlette routes, JSON, errors), hosted by `services.web.HttpServer`.
+The core: `metrics` (pure), `calibration` (ECE), `join` (rewards with bench items), `evaluate` (the one
+evaluation path), `report` with `table` and `chart` (what people and tools read), `convert` (proto
+messages), `errors`, and `server` (the gRPC EvaluationService with the leaderboard beside it).
+`pipeline/`, the run through Kafka: `runs` (start a run, read it back), `worker` (score worker) with
+`score_batch`, `sink` (result sink) with `sink_batch`, `model_runs` (a run for each new model),
+`driver` (`cheems eval --via-kafka`), `process` (worker/sink as long-lived processes).
+`leaderboard/`: `standings` (models best first, a model's runs), `comparison` (two models side by
+side), `chart_svg`, the pages (`pages`, `compare_page`, `words`) and `app` (Starlette routes, JSON,
+errors), hosted by `services.web.HttpServer`.
 """

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cheems.cheemsbench import BenchItem, read_bench
-from cheems.rewards_file import RewardKey, read_rewards
+from cheems.formats.cheemsbench import BenchItem, read_bench
+from cheems.formats.rewards_file import RewardKey, read_rewards
 from evaluator.calibration import DEFAULT_BINS
 from evaluator.errors import EvaluationError
 from evaluator.join import join_rewards

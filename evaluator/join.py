@@ -1,11 +1,14 @@
-"""Joining a rewards file (`cheems.rewards_file`) with bench items. A rewards file may cover several bench files."""
+"""Joining a rewards file (`cheems.formats.rewards_file`) with bench items.
+
+A rewards file may cover several bench files.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from cheems.cheemsbench import BenchItem
-from cheems.rewards_file import RewardKey
+from cheems.formats.cheemsbench import BenchItem
+from cheems.formats.rewards_file import RewardKey
 from evaluator.errors import EvaluationError
 from evaluator.metrics import ScoredPrompt
 

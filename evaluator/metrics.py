@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from cheems.cheemsbench import ranked_pairs
+from cheems.formats.cheemsbench import ranked_pairs
 from evaluator.calibration import DEFAULT_BINS, expected_calibration_error
 from evaluator.errors import EvaluationError
 

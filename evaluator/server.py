@@ -5,16 +5,16 @@
     cheems service evaluation ... --http-port 8056   # the leaderboard on http://HOST:8056/ (-1: none)
 
 StartRun checks the request, records the run and publishes one score request per benchmark prompt
-(`evaluator.runs.start_run`); the score workers and the result sink do the rest. GetRun reads the
+(`evaluator.pipeline.runs.start_run`); the score workers and the result sink do the rest. GetRun reads the
 run's state, progress and, once complete, its metrics from the store. A request naming a `model_id`
 evaluates that registered model: only its scores are taken (NOT_FOUND for a model not registered).
 
 With `EvaluationConfig.models` the service also evaluates every newly registered model
-(`evaluator.model_runs`, a consumer of cheems.models.v1 in a thread beside the gRPC server, stopped
+(`evaluator.pipeline.model_runs`, a consumer of cheems.models.v1 in a thread beside the gRPC server, stopped
 on SIGTERM); if that consumer dies, liveness turns NOT_SERVING so the process is replaced.
 
 With `EvaluationConfig.http_port` the same process serves the leaderboard over HTTP
-(`evaluator.leaderboard_app`: pages and JSON, /health), on the gRPC server's address.
+(`evaluator.leaderboard.app`: pages and JSON, /health), on the gRPC server's address.
 
 Bench files are named relative to the service's bench root (in Kubernetes the shared volume, which
 the result sink mounts at the same path); a name that leaves the root is refused. Errors are kinds
@@ -40,9 +40,9 @@ from evaluator.calibration import DEFAULT_BINS
 from evaluator.convert import semantics_from_proto
 from evaluator.errors import BadRequest
 from evaluator.evaluate import EvalOptions
-from evaluator.leaderboard_app import create_app
-from evaluator.model_runs import ModelEvaluator, ModelRunsConfig
-from evaluator.runs import require_model, run_message, start_run
+from evaluator.leaderboard.app import create_app
+from evaluator.pipeline.model_runs import ModelEvaluator, ModelRunsConfig
+from evaluator.pipeline.runs import require_model, run_message, start_run
 from services.bus.client import Publisher
 from services.grpc_errors import abort
 from services.hosting import EVALUATION_PORT, GrpcHost, HostConfig

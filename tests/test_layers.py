@@ -1,7 +1,9 @@
 """The house's floors (README "Architecture"): every import of the project's own code points down a floor.
 
-The test draws the imports of every module (function-level ones included) and fails on an arrow that
-runs back up, or sideways where ARCHITECTURE.md does not allow it, and on a module over 400 lines.
+The test draws the imports of every module (function-level and type-checking ones included) and fails
+on an arrow that runs back up, or sideways where ARCHITECTURE.md does not allow it, on an import circle,
+on a module over 400 lines, on a folder holding more than 16 modules, and on a name prefix shared by
+three or more modules of one folder (a package waiting to exist).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("cheems", "cheems_cli", "services", "evaluator", "trainer", "system")
 MAX_LINES = 400
+MAX_MODULES = 16  # Python files directly in one folder, __init__.py included
+GENERATED = ("cheems/v1", "services/store/migrations/versions")  # folders the rooms rule leaves alone
 # module prefix -> floor (longest prefix wins)
 FLOORS = {
     "cheems": 0,
@@ -39,16 +43,29 @@ SIDEWAYS = {
 }
 
 
+# packages whose imports of the project stay within these prefixes, as their __init__ docstrings say
+ONLY = {
+    "cheems.formats": ("cheems.errors",),
+    "services.annotation.algorithm": ("cheems",),
+    "services.scorer.triton": ("cheems",),
+}
+
+
 def floor_of(module: str) -> tuple[int, str]:
     prefix = max((p for p in FLOORS if module == p or module.startswith(p + ".")), key=len)
     return FLOORS[prefix], prefix
+
+
+def name_of(path: Path) -> str:
+    """The dotted module name of a file (a package's __init__.py names the package)."""
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
 
 
 def modules() -> Iterator[tuple[str, Path]]:
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
             if "v1" not in path.relative_to(ROOT).parts:  # generated protobuf code
-                yield ".".join(path.relative_to(ROOT).with_suffix("").parts), path
+                yield name_of(path), path
 
 
 def imports(path: Path) -> Iterator[str]:
@@ -105,4 +122,144 @@ def test_an_arrow_up_is_caught(tmp_path: Path) -> None:
     assert wrong_arrows("services.scorer.side", sideways) != []
     allowed = tmp_path / "ok.py"
     allowed.write_text("from services.scorer.client import RewardClient\n", encoding="utf-8")
-    assert wrong_arrows("services.annotation.distant", allowed) == []
+    assert wrong_arrows("services.annotation.algorithm.distant", allowed) == []
+
+
+def import_graph(items: list[tuple[str, Path]]) -> dict[str, set[str]]:
+    """module -> the project modules it imports (`from a.b import c` counts as a.b.c when that is a module)."""
+    names = {m for m, _ in items}
+    graph: dict[str, set[str]] = {}
+    for module, path in items:
+        targets = set()
+        for target in imports(path):
+            while target and target not in names:
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                targets.add(target)
+        graph[module] = targets
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles: strongly connected groups of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    found.append(sorted(group))
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(ONLY))
+def test_pure_packages_import_only_what_they_say(package: str) -> None:
+    graph = import_graph(ALL)
+    outside = {
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if module == package or module.startswith(package + ".")
+        for target in targets
+        if not any(target == p or target.startswith(p + ".") for p in (package, *ONLY[package]))
+    }
+    assert package in graph and outside == set()
+
+
+def test_no_import_circles() -> None:
+    assert circles(import_graph(ALL)) == []
+
+
+def test_a_circle_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import p.b\n")
+    (tmp_path / "b.py").write_text("def f():\n    from p.c import g\n")
+    (tmp_path / "c.py").write_text("from p.a import x\n")
+    (tmp_path / "d.py").write_text("from p.a import y\n")
+    items = [(f"p.{n}", tmp_path / f"{n}.py") for n in "abcd"]
+    assert circles(import_graph(items)) == [["p.a", "p.b", "p.c"]]
+
+
+def folders() -> list[Path]:
+    return sorted(
+        {path.parent for _, path in ALL}
+        | {p.parent for p in (ROOT / "cheems" / "v1").glob("*.py")}  # so the exemption below is exercised
+    )
+
+
+def rooms_problems(folder: Path) -> list[str]:
+    """Why a folder is too wide: too many modules, or three or more sharing a name prefix."""
+    names = sorted(p.stem for p in folder.glob("*.py"))
+    problems = [f"{len(names)} modules (at most {MAX_MODULES})"] if len(names) > MAX_MODULES else []
+    prefixes: dict[str, list[str]] = {}
+    for name in names:
+        if name != "__init__":
+            prefixes.setdefault(name.split("_")[0], []).append(name)
+    problems += [f"prefix {p!r} shared by {', '.join(ns)}" for p, ns in prefixes.items() if len(ns) >= 3]
+    return problems
+
+
+@pytest.mark.parametrize("folder", folders(), ids=[str(f.relative_to(ROOT)) for f in folders()])
+def test_rooms_stay_narrow(folder: Path) -> None:
+    if str(folder.relative_to(ROOT)) in GENERATED:
+        return
+    assert rooms_problems(folder) == [], f"{folder.relative_to(ROOT)}: split it into packages named for their concepts"
+
+
+def test_a_wide_room_is_caught(tmp_path: Path) -> None:
+    for name in ["service", "service_auto", "service_config", *(f"m{i}" for i in range(14))]:
+        (tmp_path / f"{name}.py").write_text("")
+    problems = rooms_problems(tmp_path)
+    assert problems == ["17 modules (at most 16)", "prefix 'service' shared by service, service_auto, service_config"]
+
+
+def test_each_package_says_what_it_owns_and_may_import() -> None:
+    """A package's __init__.py docstring: what it owns, and (for a subpackage) what it may import."""
+    silent = [
+        str(path.relative_to(ROOT))
+        for module, path in ALL
+        if path.name == "__init__.py" and not ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert silent == []
+
+
+def test_tests_mirror_the_package_tree() -> None:
+    """Every folder of tests/ under a package's name is a folder of that package."""
+    tests = ROOT / "tests"
+    strays = [
+        str(folder.relative_to(tests))
+        for folder in tests.rglob("*")
+        if folder.is_dir()
+        and folder.name != "__pycache__"
+        and folder.relative_to(tests).parts[0] in PACKAGES
+        and not (ROOT / folder.relative_to(tests)).is_dir()
+    ]
+    assert strays == []

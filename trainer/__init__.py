@@ -1,8 +1,9 @@
 """CheemsRM training: Bradley-Terry reward models over partial rankings, run with torchrun.
 
-Modules: `tiny` (a small real-vocabulary Qwen2 RM), `model` (load, save, convert checkpoints),
-`data` (preference and bench files into tokenized prompt groups), `sampler` (greedy
-sample-based batching), `loss`, `config` + `recipes`, `train` (the torchrun entry), `export`.
-The training service: `datasets` (recipes) + `dataset_build` (from the store), `launchers` (local process
-group, Kubernetes Job), `service*` (transport-free work, monitor, auto policy, config), `server` (gRPC).
+Training: `tiny` (a small real-vocabulary Qwen2 RM), `data` (preference and bench files into tokenized
+prompt groups), `sampler` (greedy sample-based batching), `loss`, `config` + `recipes`, `train` (the
+torchrun entry) with `launch`, `distributed`, `checkpoint`, `evaluation` and `report`.
+`datasets/`: `recipes` (which annotations become pairs; pure) and `build` (a dataset from the store).
+`service/`: the training service: `trainings` (transport-free work), `monitor`, `progress`, `auto`,
+`config`, `messages`, `launchers/` (local process group, Kubernetes Job) and `server` (gRPC).
 """

@@ -10,14 +10,16 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from cheems.layouts import PARSERS
+from cheems.formats.layouts import PARSERS
 from trainer.data import LengthPolicy
 
 
 @dataclass
 class TrainConfig:
     model: str = ""  # checkpoint directory (AutoModelForSequenceClassification, safetensors)
-    train_files: list[str] = field(default_factory=list)  # preference or bench data, any layout cheems.layouts reads
+    train_files: list[str] = field(
+        default_factory=list
+    )  # preference or bench data, any layout cheems.formats.layouts reads
     train_format: str = ""  # force one layout for train_files (trl, alpaca, ...); empty: told by each record's fields
     eval_files: list[str] = field(default_factory=list)  # CheemsBench jsonl, evaluated periodically
     out_dir: str = "out/train"

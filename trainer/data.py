@@ -1,6 +1,6 @@
 """Training data: preference or bench files of any layout into tokenized prompt groups with pairs.
 
-Files are read by `cheems.layouts` (jsonl, JSON array or Parquet; CheemsBench, CheemsPreference,
+Files are read by `cheems.formats.layouts` (jsonl, JSON array or Parquet; CheemsBench, CheemsPreference,
 TRL/OpenRLHF, UltraFeedback, HH-RLHF, LLaMA-Factory sharegpt/alpaca), the layout told by each
 record's fields or forced with `layout`. Records of the same prompt in context merge into one group;
 a ranking gives every two responses with different gold ranks as a pair, better first. System
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from cheems.chat import Conversation, Truncation, encode_many
-from cheems.layouts import read_records
-from cheems.preference import all_pairs, merge
-from cheems.responses import Response
+from cheems.formats.layouts import read_records
+from cheems.formats.preference import all_pairs, merge
+from cheems.formats.responses import Response
 
 
 class LengthPolicy(StrEnum):

@@ -15,9 +15,9 @@ from typing import Any
 import torch
 
 from cheems.chat import Conversation, Truncation, encode_many
-from cheems.cheemsbench import BenchItem
+from cheems.formats.cheemsbench import BenchItem
+from cheems.formats.rewards_file import RewardKey
 from cheems.forward import forward_rewards, shared_rewards
-from cheems.rewards_file import RewardKey
 from evaluator.evaluate import DEFAULT_OPTIONS, EvalOptions, evaluate, load_subsets
 from evaluator.metrics import EvalResult
 from trainer.distributed import World, gather_objects

@@ -1,15 +1,16 @@
 """Annotation: human triple-wise and AI pairwise judgments turned into consistent partial rankings.
 
-Pure modules: `resolve` (Algorithm 1), `protocol` (triple-wise tasks), `judge` + `judge_prompt`
-(AI pairwise verdicts), `distant` (distant supervision, length debias), `filters`, `export`,
-`simulate`. File formats and CLI steps: `annotation_file`, `resolve_file`, `commands`. The gRPC
-service: `service` (transactions over `services.store`) and `server` (the adapter and the process).
-Driven by events: `intake` (sample events -> triple-wise tasks), `judge_worker` (sample events -> pair
-tasks -> AI verdicts), `events` (annotation and ranking events, relayed at-least-once from the store's
-outbox). Stand-ins for the demo: `simulated_judge` (an OpenAI-compatible judge answering from gold
-ranks) and `simulated_annotators` (people working the queue over gRPC).
-
-The annotator's web page: `workbench` (sign-in, each annotator's next task, submit, the admin overview),
-`submission` (the one submit path, shared with gRPC), `web_form` (the page's submit body), `quality`
-(agreement with rankings, share on cycles), `http_app` (JSON API and pages over HTTP), `pages` + static/.
+- `algorithm/` (pure): `protocol` (triple-wise tasks), `resolve` (Algorithm 1), `distant` (distant
+  supervision, length debias), `filters` (the rule filter), `quality` (annotators' agreement), `export`.
+- the service: `service` (transactions over `services.store`), `server` (the gRPC adapter and the
+  process), `intake` (sample events -> triple-wise tasks), `events` (annotation and ranking events,
+  relayed at-least-once from the store's outbox), `submission` (the one submit path of gRPC and the page).
+- `judge/`: `pairwise` (AI verdicts, OpenAI-compatible backends), `prompt` (the paper's judge prompt),
+  `worker` (sample events -> pair tasks -> AI verdicts).
+- `web/`: the annotator's page: `workbench` (sign-in, next task, submit, admin overview), `form` (the
+  submit body), `app` (JSON API and pages over HTTP), `pages` + static/.
+- `files/`: `annotations` (the `cheems resolve` input), `resolve` (-> a CheemsBench file), `commands`
+  (`cheems annotate ...`).
+- `simulation/` (tests and the demo): `answers` (simulated people and judge from gold ranks),
+  `annotators` (people working the queue over gRPC), `judge` (an OpenAI-compatible judge server).
 """

@@ -23,11 +23,11 @@ from sqlalchemy.engine import Engine
 from cheems.credentials import hide_password
 from cheems.v1 import annotation_pb2, annotation_pb2_grpc, common_pb2
 from services.annotation.events import BrokerUnavailable, RelayConfig
-from services.annotation.http_app import create_app
 from services.annotation.intake import IntakeConfig, IntakeLoop, SampleIntake
 from services.annotation.service import AnnotationService, OpenTask
 from services.annotation.submission import Submission, submit
-from services.annotation.workbench import Workbench, WorkbenchConfig
+from services.annotation.web.app import create_app
+from services.annotation.web.workbench import Workbench, WorkbenchConfig
 from services.bus.client import Publisher
 from services.grpc_errors import abort
 from services.hosting import GrpcHost, Heartbeat, HostConfig
@@ -183,7 +183,7 @@ def serve(
     With `bootstrap`, annotations and rankings are announced on Kafka and the sample intake opens
     triple-wise tasks for new prompts (a thread; liveness follows its heartbeat). If the intake dies
     the process stops with BrokerUnavailable, to be restarted. With `http_port` >= 0 (0 = any free port)
-    the annotator's page is served over HTTP on config.host (`http_app`), submitting through the same
+    the annotator's page is served over HTTP on config.host (`web.app`), submitting through the same
     service. `on_ready(grpc port, http port or None)` runs once the servers listen.
     """
     from services.store.db import StoreConfig, create_engine_for

@@ -29,15 +29,15 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from cheems.cheemsbench import BenchItem, write_bench
 from cheems.errors import FormatError
-from cheems.preference import write_preference
-from cheems.responses import Response
-from services.annotation.annotation_file import relations_of
+from cheems.formats.cheemsbench import BenchItem, write_bench
+from cheems.formats.preference import write_preference
+from cheems.formats.responses import Response
+from services.annotation.algorithm.export import preference_items
+from services.annotation.algorithm.protocol import triple_tasks
+from services.annotation.algorithm.resolve import Relation, Resolution, resolve
 from services.annotation.events import EventRelay, RelayConfig, annotation_event, queue, ranking_event
-from services.annotation.export import preference_items
-from services.annotation.protocol import triple_tasks
-from services.annotation.resolve import Relation, Resolution, resolve
+from services.annotation.files.annotations import relations_of
 from services.bus import topics
 from services.bus.client import Publisher
 from services.store import repository

@@ -1,6 +1,6 @@
 """Records of a data file -> samples to store; a bad record gives a RecordError with its line, never an exception.
 
-Any layout `cheems.layouts` reads (CheemsBench, CheemsPreference, samples, TRL/OpenRLHF,
+Any layout `cheems.formats.layouts` reads (CheemsBench, CheemsPreference, samples, TRL/OpenRLHF,
 UltraFeedback, HH-RLHF, LLaMA-Factory sharegpt/alpaca), from jsonl, a JSON array or Parquet. A
 sample is a prompt in context (system prompt, earlier turns) with its responses; the preferences a
 file may hold are not samples (they are annotations), so only the responses are kept.
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from cheems.errors import FormatError
-from cheems.layouts import iter_records, parse_record
-from cheems.record import Record
+from cheems.formats.layouts import iter_records, parse_record
+from cheems.formats.record import Record
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,14 @@ Modules:
 - the service: `service` (the Scorer: requests -> rewards, transport-free), `tokenizer_pool`
   (tokenizers leased per call), `backends` (in-process torch, Triton client), `telemetry`
   (Prometheus counters).
-- Triton: `triton_model` (the PyTriton-served model), `triton_python_model` (the same model for a
-  stock Triton, copied by `model_repository`, which exports a model repository), `processes` (no
-  Triton process left behind), `supervisor` (truthful health, Triton restarts).
-- the model served: `served` (the current model, leased per call, switched atomically), `loading`
-  (a checkpoint -> tokenizers + backend; the first model: `--model` or the registry's best),
-  `follow` with `model_feed` (`--follow`: switch to each model registered on cheems.models.v1).
-- adapters and assembly: `server` (gRPC), `http_app` with `json_body` (HTTP), `runtime` (assembly
-  and lifecycle: `ScorerServer`, `serve`).
+- `triton/`: `model` (the PyTriton-served model), `python_model` (the same model for a stock
+  Triton, copied by `repository`, which exports a model repository), `processes` (no Triton process
+  left behind), `supervisor` (truthful health, Triton restarts).
+- `models/`: `served` (the current model, leased per call, switched atomically), `loading` (a
+  checkpoint -> tokenizers + backend; the first model: `--model` or the registry's best), `follow`
+  with `feed` (`--follow`: switch to each model registered on cheems.models.v1).
+- edges and assembly: `server` (gRPC), `http/` (`app` with `body`: HTTP), `runtime` (assembly and
+  lifecycle: `ScorerServer`, `serve`).
 - callers' side: `client` (sync and asyncio client), `bench_rewards` (a rewards file for CheemsBench
   files, in-process or through a running scorer).
 """

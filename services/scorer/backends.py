@@ -2,7 +2,7 @@
 
 - `TorchBackend`: the model in this process, length-grouped batches (for places without Triton).
 - `TritonBackend`: a Triton server over gRPC (`tritonclient`): ours started by PyTriton
-  (`triton_model`), or any Triton serving the same model signature. Sequences are padded up to
+  (`triton.model`), or any Triton serving the same model signature. Sequences are padded up to
   a multiple of `batching.BUCKET` (512) tokens, so Triton's dynamic batcher can merge concurrent
   requests whose lengths fall in the same 512-token bucket, and sent in requests of at most
   Triton's `max_batch_size` rows (Triton rejects larger ones). With prefix sharing, sequences the
@@ -86,7 +86,7 @@ class TritonBackend:
     ) -> None:
         """`cost`: the model's (`Cost.of`), to keep the sequences it would pack in one request; None sends each
         to its length's bucket. `prefix_sharing`: whether the Triton model packs; None asks Triton (the
-        `prefix_sharing` parameter of its model config, which `model_repository` writes)."""
+        `prefix_sharing` parameter of its model config, which `triton.repository` writes)."""
         import tritonclient.grpc as triton_grpc
 
         self._grpc = triton_grpc

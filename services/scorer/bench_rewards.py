@@ -15,8 +15,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from cheems.chat import Truncation
-from cheems.cheemsbench import BenchItem, read_bench
-from cheems.rewards_file import write_rewards
+from cheems.formats.cheemsbench import BenchItem, read_bench
+from cheems.formats.rewards_file import write_rewards
 from services.scorer.tokenization import make_job, tokenize_job
 
 

@@ -1,4 +1,4 @@
-"""Scorer errors, each a kind of `cheems.errors`; `server` and `http_app` map them to gRPC and HTTP statuses.
+"""Scorer errors, each a kind of `cheems.errors`; `server` and `http.app` map them to gRPC and HTTP statuses.
 
 Each error has a `reason`: a stable machine-readable word sent with every error reply (gRPC trailing
 metadata `cheems-error-reason`, the JSON body's `reason`), so clients decide on retries from the

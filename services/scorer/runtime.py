@@ -29,16 +29,16 @@ from cheems.errors import PortInUse
 from services.bus.topics import MODELS
 from services.scorer.backends import Backend
 from services.scorer.config import ScorerConfig
-from services.scorer.follow import Follower
-from services.scorer.http_app import create_app
-from services.scorer.loading import load_first, load_served
-from services.scorer.model_feed import ModelFeed
-from services.scorer.served import NO_MODEL, ModelRef, ModelSlot, ServedModel
+from services.scorer.http.app import create_app
+from services.scorer.models.feed import ModelFeed
+from services.scorer.models.follow import Follower
+from services.scorer.models.loading import load_first, load_served
+from services.scorer.models.served import NO_MODEL, ModelRef, ModelSlot, ServedModel
 from services.scorer.server import create_server, set_alive, set_health
 from services.scorer.service import Scorer
-from services.scorer.supervisor import RestartPolicy, State, Supervisor
 from services.scorer.telemetry import ScorerMetrics
-from services.scorer.triton_model import TritonHost
+from services.scorer.triton.model import TritonHost
+from services.scorer.triton.supervisor import RestartPolicy, State, Supervisor
 
 log = logging.getLogger(__name__)
 

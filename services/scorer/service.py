@@ -18,7 +18,7 @@ from cheems.chat import Encoded
 from services.scorer.config import ScorerConfig
 from services.scorer.deadline import Deadline, always
 from services.scorer.errors import BackendUnavailable, ScorerError
-from services.scorer.served import ModelSlot, ServedModel
+from services.scorer.models.served import ModelSlot, ServedModel
 from services.scorer.telemetry import ScorerMetrics
 from services.scorer.tokenization import ScoreJob, best_index, make_job, query_text, tokenize_job
 from services.scorer.tokenization import tokenize_texts as tokenize_queries

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from cheems.cheemsbench import read_bench
-from cheems.rewards_file import read_rewards
+from cheems.formats.cheemsbench import read_bench
+from cheems.formats.rewards_file import read_rewards
 from cheems.sample_bench import write_sample
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.driver import Polling, polled
+from evaluator.pipeline.driver import Polling, polled
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import EventConsumer
@@ -55,7 +55,7 @@ def scorer(checkpoint: Path) -> Iterator[ScorerServer]:
 
 
 class Pump:
-    """Waits on consumers polled by `evaluator.driver.polled` (a thread each, so their group joins overlap);
+    """Waits on consumers polled by `evaluator.pipeline.driver.polled` (a thread each, so their group joins overlap);
     `wait_for` re-raises what a consumer's thread raised."""
 
     def __init__(self, polling: Polling) -> None:

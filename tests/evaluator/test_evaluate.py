@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cheems.cheemsbench import BenchItem, write_bench
-from cheems.responses import Response
-from cheems.rewards_file import write_rewards
+from cheems.formats.cheemsbench import BenchItem, write_bench
+from cheems.formats.responses import Response
+from cheems.formats.rewards_file import write_rewards
 from evaluator.errors import EvaluationError
 from evaluator.evaluate import BenchCache, EvalOptions, evaluate, evaluate_files, load_subsets
 from evaluator.metrics import Semantics
@@ -90,7 +90,7 @@ def test_sample_has_reward_ties_so_the_semantics_differ(sample_paths: tuple[list
 
 
 def test_evaluate_on_loaded_subsets_equals_evaluate_files(tiny: tuple[list[Path], Path]) -> None:
-    from cheems.rewards_file import read_rewards
+    from cheems.formats.rewards_file import read_rewards
 
     bench, rewards = tiny
     assert evaluate(load_subsets(bench), read_rewards(rewards)) == evaluate_files(bench, rewards)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from cheems.cheemsbench import BenchItem
 from cheems.errors import FormatError
-from cheems.responses import Response
-from cheems.rewards_file import read_rewards, write_rewards
+from cheems.formats.cheemsbench import BenchItem
+from cheems.formats.responses import Response
+from cheems.formats.rewards_file import read_rewards, write_rewards
 from evaluator.errors import EvaluationError
 from evaluator.join import join_rewards
 

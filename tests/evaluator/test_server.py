@@ -17,17 +17,17 @@ from google.protobuf.json_format import MessageToDict
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy import Engine, func, select
 
-from cheems.cheemsbench import BenchItem
-from cheems.responses import Response
+from cheems.formats.cheemsbench import BenchItem
+from cheems.formats.responses import Response
 from cheems.v1 import evaluation_pb2, evaluation_pb2_grpc
 from evaluator.convert import result_proto
 from evaluator.evaluate import EvalOptions, evaluate, load_subsets
 from evaluator.metrics import Semantics
+from evaluator.pipeline.runs import rewards_of
+from evaluator.pipeline.sink import ResultSink
+from evaluator.pipeline.worker import ScoreWorker
 from evaluator.report import to_json
-from evaluator.runs import rewards_of
 from evaluator.server import EvaluationServicer, host, resolve_bench
-from evaluator.sink import ResultSink
-from evaluator.worker import ScoreWorker
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
 from services.grpc_errors import REASON_KEY

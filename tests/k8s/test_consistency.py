@@ -277,7 +277,9 @@ def test_the_scorer_follows_what_the_training_service_registers(path: str) -> No
         assert mounts, f"{file} is on no volume"
         return str(claims[max(mounts, key=lambda m: len(m["mountPath"]))["name"]])
 
-    models = f"{train['data_dir']}/trainings/x/model"  # where the service's trainings export (trainer.service)
+    models = (
+        f"{train['data_dir']}/trainings/x/model"  # where the service's trainings export (trainer.service.trainings)
+    )
     assert claim_of(training, models) == claim_of(scorer, models) in set(by_kind(docs, "PersistentVolumeClaim"))
 
 

@@ -29,7 +29,7 @@ from cheems.v1 import (
     ingestion_pb2_grpc,
 )
 from evaluator.evaluate import load_subsets
-from evaluator.runs import run_state, start_run
+from evaluator.pipeline.runs import run_state, start_run
 from evaluator.server import SERVICE as EVALUATION_SERVICE
 from services.annotation.server import SERVICE as ANNOTATION_SERVICE
 from services.bus import topics
@@ -195,7 +195,7 @@ def test_evaluation_service_starts_a_run(broker: EmbeddedBroker, tmp_path: Path,
     db_upgrade(url)
     port = free_port()
     args = ["service", "evaluation", "--bootstrap", broker.bootstrap, "--db", url, "--bench-root", str(SAMPLE)]
-    args += ["--http-port", "-1"]  # the leaderboard's HTTP: tests/evaluator/test_leaderboard_service.py
+    args += ["--http-port", "-1"]  # the leaderboard's HTTP: tests/evaluator/leaderboard/test_service.py
     service = start([*args, "--port", str(port), "--host", "127.0.0.1"], tmp_path / "e", port, EVALUATION_SERVICE)
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = evaluation_pb2_grpc.EvaluationServiceStub(channel)

@@ -71,7 +71,7 @@ SAMPLE_HUMAN = Path(__file__).resolve().parents[2] / "data" / "sample" / "human.
 
 def seed_sample(engine: Any, start: int, count: int, kind: str = "human") -> list[str]:
     """Store sample prompts [start, start + count) with one annotation each (the gold order) and a ranking."""
-    from cheems.cheemsbench import read_bench
+    from cheems.formats.cheemsbench import read_bench
     from services.store import repository
     from services.store.db import session_scope
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from cheems.chat import Conversation, encode
-from cheems.cheemsbench import ranked_pairs
-from cheems.responses import Response, content_id
+from cheems.formats.cheemsbench import ranked_pairs
+from cheems.formats.responses import Response, content_id
 from trainer.data import (
     Dataset,
     LengthPolicy,

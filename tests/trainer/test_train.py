@@ -14,10 +14,10 @@ import torch
 from safetensors.torch import load_file
 
 from cheems.chat import Conversation, encode_many
-from cheems.cheemsbench import BenchItem, write_bench
+from cheems.formats.cheemsbench import BenchItem, write_bench
+from cheems.formats.responses import Response
 from cheems.forward import forward_rewards
 from cheems.model import load_model
-from cheems.responses import Response
 from trainer.config import TrainConfig
 from trainer.distributed import World
 from trainer.evaluation import evaluate_model

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cheems.cheemsbench import read_bench
+from cheems.formats.cheemsbench import read_bench
 from trainer.data import read_groups
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "sample"

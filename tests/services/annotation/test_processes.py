@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from cheems.cheemsbench import BenchItem, write_bench
-from cheems.responses import Response
-from services.annotation.protocol import triple_tasks
+from cheems.formats.cheemsbench import BenchItem, write_bench
+from cheems.formats.responses import Response
+from services.annotation.algorithm.protocol import triple_tasks
 from services.annotation.server import SERVICE
-from services.annotation.simulated_annotators import SimulationConfig, simulate_humans
+from services.annotation.simulation.annotators import SimulationConfig, simulate_humans
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker, free_port
 from services.bus.client import Publisher

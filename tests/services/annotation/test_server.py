@@ -156,7 +156,7 @@ def test_bad_input_gets_a_status_and_stores_nothing(stub: Any, prompt: str, engi
 
 
 def test_export_writes_files_the_evaluator_and_trainer_read(stub: Any, prompt: str, engine: Engine, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from cheems.cheemsbench import read_bench
+    from cheems.formats.cheemsbench import read_bench
     from services.store.models import Export
     from trainer.data import read_groups
 

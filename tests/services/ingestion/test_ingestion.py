@@ -188,7 +188,7 @@ def test_cli(tmp_path: Path) -> None:
 
 
 def test_community_layouts_ingest_with_their_system_prompt_and_history(engine: Engine, tmp_path: Path) -> None:
-    from tests.cheems.test_layouts import MULTI_TURN, SINGLE_TURN
+    from tests.cheems.formats.test_layouts import MULTI_TURN, SINGLE_TURN
 
     path = tmp_path / "community.jsonl"
     records = [*MULTI_TURN.values(), *SINGLE_TURN.values()]

@@ -17,7 +17,7 @@ from services.scorer.config import ENV_PREFIX, ScorerConfig
 from services.scorer.runtime import ScorerServer
 from services.store.db import StoreConfig, create_engine_for
 from services.store.migrate import upgrade
-from tests.services.scorer.following import expected_scores, register
+from tests.services.scorer.models.following import expected_scores, register
 from trainer.tiny import init_tiny_model
 
 

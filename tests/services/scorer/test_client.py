@@ -29,7 +29,7 @@ from services.scorer.client import (
 )
 from services.scorer.config import ScorerConfig
 from services.scorer.runtime import ScorerServer
-from services.scorer.triton_model import free_port
+from services.scorer.triton.model import free_port
 
 PROMPT = "写一句关于春天的诗。"
 CANDIDATES = ["春风又绿江南岸。", "不知道。", "spring spring 春天 ok"]

@@ -170,7 +170,7 @@ def test_deadline_exceeded(triton_server: ScorerServer) -> None:
 
 
 def test_unreachable_triton_is_unavailable(tiny_model: Path) -> None:
-    from services.scorer.triton_model import free_port
+    from services.scorer.triton.model import free_port
 
     config = ScorerConfig(
         model=str(tiny_model),
@@ -193,7 +193,7 @@ def test_unreachable_triton_is_unavailable(tiny_model: Path) -> None:
 
 def test_training_and_serving_produce_identical_token_ids(tiny_model: Path) -> None:
     from cheems.chat import Truncation
-    from cheems.responses import Response
+    from cheems.formats.responses import Response
     from services.scorer.tokenization import make_job, tokenize_job
     from trainer.data import PromptGroup, tokenize_groups
 

@@ -1,0 +1,160 @@
+"""Simulated people for the demo: annotators working the annotation service's queue over gRPC.
+
+Each annotator lists open triple-wise tasks (ListTasks), orders each triple by the gold ranks of bench
+files with adjacent swaps at rate `noise` (`simulate.human_order`, the model `cheems annotate simulate`
+uses) and submits it (SubmitAnnotation, kind human), until no task it can judge is open (or none has
+been for `idle_seconds`, for a queue still being filled). A task is matched to the gold by prompt text
+and response content, so the store's response keys need not be the bench's ids; tasks of prompts no
+bench file holds are left alone. Annotators run concurrently, each in a thread with its own seeded
+random stream; a task another one closed first is skipped (FAILED_PRECONDITION). An annotation's id
+is "<annotator>:<task id>", so running the simulation again stores nothing twice.
+
+    cheems annotate simulate-humans --annotation-url localhost:50053 --bench data/sample/open.jsonl --annotators 3
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TypeVar
+
+import grpc
+
+from cheems import errors
+from cheems.formats.cheemsbench import BenchItem
+from cheems.v1 import annotation_pb2 as pb
+from cheems.v1 import annotation_pb2_grpc, common_pb2
+from services.annotation.simulation.answers import human_order
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    """annotators: how many work at once; noise: rate of adjacent swaps (and of split gold ties);
+    idle_seconds: keep looking this long for new tasks once none is open; batch: tasks listed per look;
+    timeout: seconds per gRPC call."""
+
+    annotators: int = 3
+    noise: float = 0.1
+    seed: int = 0
+    idle_seconds: float = 0.0
+    batch: int = 1000
+    timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.annotators < 1:
+            raise ValueError(f"SimulationConfig.annotators must be >= 1, got {self.annotators}")
+        if not 0.0 <= self.noise <= 1.0:
+            raise ValueError(f"SimulationConfig.noise must be in [0, 1], got {self.noise}")
+        if not 1 <= self.batch <= 1000:
+            raise ValueError(f"SimulationConfig.batch must be in 1..1000, got {self.batch}")
+
+
+@dataclass
+class SimulationStats:
+    submitted: int = 0  # annotations stored
+    taken: int = 0  # tasks another annotator closed first
+    unknown: int = 0  # open tasks of prompts no bench file holds (at the last look)
+
+
+class Gold:
+    """The bench files' ranks, found by prompt text and response content."""
+
+    def __init__(self, items: Sequence[BenchItem]) -> None:
+        self.ranks: dict[str, dict[str, int]] = {}
+        for item in items:
+            self.ranks.setdefault(item.input, {}).update({r.content: item.rank[r.id] for r in item.responses})
+
+    def of(self, sample: common_pb2.Sample) -> dict[str, int] | None:
+        """{response key: gold rank} of a listed task's responses; None if the bench does not know them all."""
+        known = self.ranks.get(sample.prompt, {})
+        ranks = {r.id: known[r.content] for r in sample.responses if r.content in known}
+        return ranks if len(ranks) == len(sample.responses) else None
+
+
+def simulate_humans(target: str, items: Sequence[BenchItem], config: SimulationConfig) -> SimulationStats:
+    """Annotate every open triple of the bench's prompts at `target` (host:port); returns what was done."""
+    gold, stats, lock = Gold(items), SimulationStats(), threading.Lock()
+    with grpc.insecure_channel(target) as channel:
+        stub = annotation_pb2_grpc.AnnotationServiceStub(channel)
+        with ThreadPoolExecutor(config.annotators) as pool:
+            futures = [pool.submit(_annotate, stub, n, gold, config, stats, lock) for n in range(config.annotators)]
+            for future in futures:
+                future.result()
+    return stats
+
+
+def _annotate(
+    stub: annotation_pb2_grpc.AnnotationServiceStub,
+    n: int,
+    gold: Gold,
+    config: SimulationConfig,
+    stats: SimulationStats,
+    lock: threading.Lock,
+) -> None:
+    name, rng = f"sim-annotator-{n + 1}", random.Random(f"{config.seed}:{n}")
+    idle_since = time.monotonic()
+    while True:
+        listed = _call(
+            lambda: stub.ListTasks(pb.ListTasksRequest(group_size=3, limit=config.batch), timeout=config.timeout)
+        )
+        tasks = [(t, ranks) for t in listed.tasks if (ranks := gold.of(t.sample)) is not None]
+        with lock:
+            stats.unknown = len(listed.tasks) - len(tasks)
+        if not tasks:
+            if time.monotonic() - idle_since >= config.idle_seconds:
+                return
+            time.sleep(0.2)
+            continue
+        rng.shuffle(tasks)  # annotators spread over the queue rather than racing for its head
+        for task, ranks in tasks:
+            submitted = _submit(
+                stub, name, task.task, human_order(list(task.task.response_ids), ranks, rng, config.noise), config
+            )
+            with lock:
+                stats.submitted += submitted
+                stats.taken += not submitted
+        idle_since = time.monotonic()
+
+
+def _submit(
+    stub: annotation_pb2_grpc.AnnotationServiceStub,
+    name: str,
+    task: pb.AnnotationTask,
+    order: list[list[str]],
+    config: SimulationConfig,
+) -> bool:
+    request = pb.Annotation(
+        annotation_id=f"{name}:{task.task_id}",
+        prompt_id=task.prompt_id,
+        task_id=task.task_id,
+        annotator=name,
+        kind=pb.ANNOTATOR_KIND_HUMAN,
+        order=pb.OrderResult(groups=[pb.TieGroup(ids=group) for group in order]),
+    )
+    try:
+        return bool(stub.SubmitAnnotation(request, timeout=config.timeout).created)
+    except grpc.RpcError as e:
+        if e.code() == grpc.StatusCode.FAILED_PRECONDITION:  # another annotator closed it first
+            return False
+        raise _error(e) from None
+
+
+def _call(call: Callable[[], T]) -> T:
+    try:
+        return call()
+    except grpc.RpcError as e:
+        raise _error(e) from None
+
+
+def _error(e: grpc.RpcError) -> errors.CheemsError:
+    message = f"annotation service: {e.code().name}: {e.details()}"
+    return errors.Unavailable(message) if e.code() in RETRYABLE else errors.CheemsError(message)

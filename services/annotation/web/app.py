@@ -1,0 +1,182 @@
+"""HTTP adapter of the annotator's page (Starlette, run by uvicorn beside the gRPC server): pages and their JSON.
+
+    GET  /annotate                          the annotator's page (signs in with a token, then works the queue)
+    GET  /admin                             the admin overview page
+    GET  /health                            200 {"status": "serving"} when the store answers, else 503
+    GET  /api/me                            {"name", "admin"}
+    GET  /api/tasks/next                    {"task": TASK | null}: the task the annotator holds, else the oldest
+                                            free triple-wise task, now given to them (held for the lease)
+    POST /api/tasks/{task_id}/annotation    {"annotation_id", "order": [[id, ...], ...], "discarded": [id]}
+                                            -> {"created": bool, "message"}; created false: already stored
+    GET  /api/overview                      admins: {"annotators": [ROW], "open_tasks", "free_tasks"}
+
+    TASK = {"task_id", "prompt_id", "prompt", "prompt_html", "system_prompt", "history": [{"role", "content",
+            "html"}], "category", "source", "responses": [{"id", "label" (A, B, C), "content", "html"}]}
+    ROW  = {"name", "account", "admin", "active", "open", "done", "compared", "agreeing", "agreement",
+            "on_cycles", "cycle_share"}   (agreement / cycle_share null before there is anything to measure)
+
+Every /api call takes `authorization: Bearer <token>` (`cheems annotators add NAME` prints one). Errors are
+JSON {"error", "reason"}: 401 no or wrong token, 403 not an admin / a task not given to you, 400 a body or
+id the page would never send, 404 unknown task or path, 409 stale task or one completed by someone else.
+`html` fields are Markdown rendered safe on the server (`services.web.render_markdown`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sqlalchemy import text
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+
+from cheems.errors import CheemsError
+from services.annotation.service import OpenTask
+from services.annotation.web import pages
+from services.annotation.web.form import InvalidForm
+from services.annotation.web.workbench import AnnotatorRow, Person, Workbench
+from services.web import error_response, json_error, render_markdown, static_mount
+
+log = logging.getLogger(__name__)
+TASK_ID = re.compile(r"^[0-9a-f]{64}$")  # task ids are sha256 hex (store.validate.task_id_for)
+MAX_BODY = 64 * 1024  # a ranking is a few hundred bytes
+LABELS = "ABCDEFGHIJ"
+
+
+def task_json(task: OpenTask) -> dict[str, Any]:
+    return {
+        "task_id": task.task_id,
+        "prompt_id": task.prompt_id,
+        "prompt": task.prompt,
+        "prompt_html": render_markdown(task.prompt),
+        "system_prompt": task.system_prompt,
+        "history": [{"role": r, "content": c, "html": render_markdown(c)} for r, c in task.history],
+        "category": task.category,
+        "source": task.source,
+        "responses": [
+            {"id": key, "label": LABELS[i], "content": content, "html": render_markdown(content)}
+            for i, (key, content) in enumerate(task.contents.items())
+        ],
+    }
+
+
+def row_json(row: AnnotatorRow) -> dict[str, Any]:
+    q = row.quality
+    return {
+        "name": row.name,
+        "account": row.account,
+        "admin": row.admin,
+        "active": row.active,
+        "open": row.open,
+        "done": q.annotations if q else 0,
+        "compared": q.compared if q else 0,
+        "agreeing": q.agreeing if q else 0,
+        "agreement": q.agreement if q else None,
+        "on_cycles": q.on_cycles if q else 0,
+        "cycle_share": q.cycle_share if q else None,
+    }
+
+
+def bearer(request: Request) -> str | None:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def guarded(work: Handler) -> Handler:
+    """Errors become JSON with their status; anything unexpected is logged and answered 500 without details."""
+
+    async def handle(request: Request) -> Response:
+        try:
+            return await work(request)
+        except CheemsError as e:
+            return error_response(e)
+        except Exception:
+            log.exception("%s %s failed", request.method, request.url.path)
+            return json_error(500, "internal error (logged by the service)", "internal")
+
+    return handle
+
+
+async def read_json(request: Request) -> Any:
+    body = await request.body()
+    if len(body) > MAX_BODY:
+        raise InvalidForm(f"the body is over {MAX_BODY} bytes")
+    try:
+        return json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InvalidForm(f"the body is not JSON: {e}") from None
+
+
+def create_app(bench: Workbench) -> Starlette:
+    """The pages, their JSON API and health, over `bench`."""
+
+    async def person(request: Request) -> Person:
+        return await run_in_threadpool(bench.sign_in, bearer(request))
+
+    @guarded
+    async def me(request: Request) -> Response:
+        who = await person(request)
+        return JSONResponse({"name": who.name, "admin": who.admin})
+
+    @guarded
+    async def next_task(request: Request) -> Response:
+        task = await run_in_threadpool(bench.next_task, await person(request))
+        return JSONResponse({"task": None if task is None else task_json(task)})
+
+    @guarded
+    async def annotation(request: Request) -> Response:
+        who = await person(request)
+        task_id = request.path_params["task_id"]
+        if not TASK_ID.match(task_id):
+            raise InvalidForm(f"task id {task_id[:80]!r} is malformed (64 hex digits)")
+        created = await run_in_threadpool(bench.submit, who, task_id, await read_json(request))
+        message = "submitted" if created else "already submitted: this annotation is stored once"
+        return JSONResponse({"created": created, "message": message})
+
+    @guarded
+    async def overview(request: Request) -> Response:
+        view = await run_in_threadpool(bench.overview, await person(request))
+        rows = [row_json(r) for r in view.annotators]
+        return JSONResponse({"annotators": rows, "open_tasks": view.open_tasks, "free_tasks": view.free_tasks})
+
+    async def health(request: Request) -> Response:
+        try:
+            await run_in_threadpool(store_answers, bench)
+        except Exception as e:
+            return JSONResponse({"status": "not_serving", "error": type(e).__name__}, status_code=503)
+        return JSONResponse({"status": "serving"})
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+        reason = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
+        return json_error(status, f"{request.method} {request.url.path}: {detail}", reason)
+
+    routes = [
+        Route("/", lambda request: RedirectResponse("/annotate")),
+        Route("/annotate", pages.annotator_page),
+        Route("/admin", pages.admin_page),
+        Route("/health", health),
+        Route("/api/me", me),
+        Route("/api/tasks/next", next_task),
+        Route("/api/tasks/{task_id}/annotation", annotation, methods=["POST"]),
+        Route("/api/overview", overview),
+        static_mount(),
+        Mount("/static/annotation", app=pages.static_files(), name="static-annotation"),
+    ]
+    return Starlette(routes=routes, exception_handlers={HTTPException: not_found})
+
+
+def store_answers(bench: Workbench) -> None:
+    with bench.service.engine.connect() as connection:
+        connection.execute(text("SELECT 1"))

@@ -1,0 +1,154 @@
+"""The annotator page's work, transport-free: who is signed in, their next task, their submit, the admin overview.
+
+    bench = Workbench(AnnotationService(engine, publisher))
+    person = bench.sign_in(token)                         # Unauthenticated for a wrong token
+    task = bench.next_task(person)                        # their open task, else the oldest free one; or None
+    bench.submit(person, task.task_id, {"annotation_id": "web-1", "order": [["r1"], ["r2", "r3"]]})
+    bench.overview(person)                                # Forbidden unless an admin
+
+A task belongs to the annotator it was given to (a claim, `services.store.annotators`). Submitting checks the
+claim, then takes the same path as gRPC `SubmitAnnotation` (`submission.submit`). What an annotator may hit:
+
+    the same annotation sent twice              200, created False: stored once ("already submitted")
+    a task given to someone else after the lease ran out      409 stale_task
+    a task someone else completed                             409 task_completed
+    a task never given to them                                403 forbidden
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from cheems import errors
+from services.annotation.algorithm.quality import Judgment, Quality, annotator_quality, stored_relations
+from services.annotation.service import AnnotationService, OpenTask, open_task_of
+from services.annotation.submission import Submission, submit
+from services.annotation.web.form import parse_form
+from services.store import annotators as accounts
+from services.store.db import session_scope
+from services.store.errors import TaskClosed
+from services.store.models import AnnotationTask
+from services.web.errors import Forbidden, Unauthenticated
+
+
+class StaleTask(errors.Conflict):
+    """The task was given to another annotator after this one held it past the lease."""
+
+    reason = "stale_task"
+
+
+class TaskCompleted(errors.Conflict):
+    """Someone else (or this annotator, from another tab) already completed the task."""
+
+    reason = "task_completed"
+
+
+class UnknownWebTask(errors.NotFound):
+    reason = "unknown_task"
+
+
+@dataclass(frozen=True)
+class WorkbenchConfig:
+    lease_seconds: float = 1800.0  # a claimed task idle this long may be given to another annotator
+
+    def __post_init__(self) -> None:
+        if not self.lease_seconds > 0:
+            raise ValueError(f"lease_seconds must be > 0, got {self.lease_seconds}")
+
+
+@dataclass(frozen=True)
+class Person:
+    name: str
+    admin: bool
+
+
+@dataclass(frozen=True)
+class AnnotatorRow:
+    name: str
+    account: bool  # False: a name seen on annotations (gRPC, simulated) without a web account
+    admin: bool
+    active: bool
+    open: int  # open tasks they hold
+    quality: Quality | None  # None: no annotation yet
+
+
+@dataclass(frozen=True)
+class Overview:
+    annotators: list[AnnotatorRow]
+    open_tasks: int  # open triple-wise tasks
+    free_tasks: int  # of which nobody holds
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Workbench:
+    def __init__(
+        self, service: AnnotationService, config: WorkbenchConfig | None = None, clock: Callable[[], datetime] = utcnow
+    ) -> None:
+        self.service, self.config, self.clock = service, config or WorkbenchConfig(), clock
+        self.lease = timedelta(seconds=self.config.lease_seconds)
+
+    def sign_in(self, token: str | None) -> Person:
+        if not token:
+            raise Unauthenticated("sign in: send your token as `authorization: Bearer <token>`")
+        with session_scope(self.service.engine) as session:
+            found = accounts.annotator_by_token(session, token)
+            if found is None:
+                raise Unauthenticated("this token signs nobody in (mistyped, reset or disabled?)")
+            return Person(found.name, found.admin)
+
+    def next_task(self, person: Person) -> OpenTask | None:
+        """The task the annotator holds, else the oldest free triple-wise task, now held by them."""
+        with session_scope(self.service.engine) as session:
+            queued = accounts.claim_next(session, person.name, self.clock(), self.lease)
+            return None if queued is None else open_task_of(queued)
+
+    def submit(self, person: Person, task_id: str, body: Any) -> bool:
+        """Store the annotator's ranking of a task they hold; False when this annotation was stored already."""
+        with session_scope(self.service.engine) as session:
+            task = session.get(AnnotationTask, task_id)
+            if task is None or task.kind != "triple":
+                raise UnknownWebTask(f"no triple-wise task {task_id!r}")
+            form = parse_form(body, list(task.response_keys))
+            holder, done, prompt_id = accounts.holder(session, task_id), task.status == "done", task.prompt_id
+            held_before = accounts.ever_held(session, task_id, person.name)
+        if holder != person.name:
+            if not held_before:
+                raise Forbidden(f"task {task_id} was not given to you: ask for your next task")
+            if done:
+                raise TaskCompleted(f"task {task_id} was already completed by another annotator")
+            raise StaleTask(f"task {task_id} was given to another annotator after your lease ran out")
+        submission = Submission(
+            form.annotation_id, prompt_id, person.name, "human", {"order": form.order}, form.discarded, task_id
+        )
+        try:
+            return submit(self.service, submission)
+        except TaskClosed:
+            with session_scope(self.service.engine) as session:
+                by = accounts.task_annotators(session, task_id)
+            who = "you, with another annotation" if by and by[0] == person.name else "another annotator"
+            raise TaskCompleted(f"task {task_id} was already completed by {who}") from None
+
+    def overview(self, person: Person) -> Overview:
+        """Every annotator's held tasks, annotations, agreement and cycle share; admins only."""
+        if not person.admin:
+            raise Forbidden("the overview is for admins")
+        with session_scope(self.service.engine) as session:
+            people = accounts.list_annotators(session)
+            held = accounts.open_claims(session)
+            stored, rankings = accounts.annotated_by_people(session)
+            judgments = [
+                Judgment(a.annotator, a.kind, a.prompt_id, stored_relations(a.result), frozenset(a.discarded or []))
+                for a in stored
+            ]
+            open_tasks, free_tasks = accounts.queue_size(session, self.clock(), self.lease)
+        figures = annotator_quality(judgments, rankings)
+        rows = [AnnotatorRow(p.name, True, p.admin, p.active, held.get(p.name, 0), figures.get(p.name)) for p in people]
+        known = {p.name for p in people}
+        rows += [AnnotatorRow(n, False, False, False, 0, q) for n, q in figures.items() if n not in known]
+        return Overview(sorted(rows, key=lambda r: r.name), open_tasks, free_tasks)

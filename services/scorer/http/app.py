@@ -1,0 +1,209 @@
+"""HTTP adapter (Starlette, run by uvicorn): OpenRLHF's remote-RM endpoint, a JSON Score, health, metrics.
+
+POST /get_reward  {"query": [prompt+response text, ...], "prompts"?: [...], "labels"?: [...]}
+                  -> {"rewards": [float], "scores": [float] (the same values),
+                      "extra_logs": {"query_tokens": [int], "truncated": [0 | 1]}}   one entry per query
+POST /score       {"prompt", "responses", "system_prompt"?, "history"?: [[role, content]]}
+                  -> {"scores", "best_index", "truncated", "timings", "model" (the id of the model that scored)}
+GET  /health      200 when the model is ready, else 503 (no token needed)
+GET  /metrics     Prometheus text (no token needed)
+
+Errors are JSON, `{"error": message, "reason": word}` (the word is the scorer error's `reason`), with
+the status of `services.web.STATUSES`: 400 bad input (the message names the field: `query[3]: lone surrogate`),
+413 over a limit (`max_message_bytes`, `max_queries`, length under truncation "error"), 503 backend
+down, 504 deadline (every call gets the server's `max_call_seconds`), 499 caller gone, 401 no token.
+
+Bodies over `max_message_bytes` are refused before they are read (Content-Length) or as soon as they
+pass the limit (chunked). JSON is parsed in the threadpool by `parse_body`, one array element at a
+time: one C call of `json` per element, never one for the whole body, so the parsing thread lets go
+of the GIL between elements and small requests keep flowing while a 50 MB body is parsed.
+
+With a token set (`ScorerConfig.token`), POST endpoints take `authorization: Bearer <token>` or `?token=<token>` (for
+OpenRLHF, whose client sends no headers: `--remote_rm_url http://scorer:8000/get_reward?token=...`).
+The token is taken out of the query string before anything (uvicorn's access log included) sees it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote_to_bytes
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from services.grpc_errors import status_of
+from services.scorer.errors import (
+    InvalidRequest,
+    LimitExceeded,
+    ScorerError,
+)
+from services.scorer.http.body import parse_body, read_body
+from services.scorer.service import ScoreArgs, Scorer
+from services.web.errors import status_of as http_status
+
+log = logging.getLogger(__name__)
+VALUES_PER_QUERY = 64  # JSON values a body may hold per allowed query: bounds the parse's CPU time
+TOKEN_KEY = "cheems.query_token"  # scope key for the `?token=` value, once moved out of the query string
+
+
+def error_reply(e: ScorerError) -> tuple[JSONResponse, str]:
+    status = http_status(e)
+    name = status_of(e).name
+    message = str(e).encode("utf-8", "backslashreplace").decode()  # a message may quote a lone surrogate
+    return JSONResponse({"error": message, "reason": e.reason}, status_code=status), name
+
+
+# --- validation of what will be scored
+
+
+def checked_text(value: Any, where: str) -> str:
+    """`value` if it is a string of valid Unicode; a lone surrogate (`"\\ud800"`) cannot be tokenized."""
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{where} must be a string")
+    try:
+        value.encode("utf-8", errors="strict")
+    except UnicodeEncodeError as e:
+        raise InvalidRequest(f"{where}: lone surrogate \\u{ord(value[e.start]):04x} at character {e.start}") from None
+    return value
+
+
+def checked_texts(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list):
+        raise InvalidRequest(f"{where} must be a list of strings")
+    return [checked_text(v, f"{where}[{i}]") for i, v in enumerate(value)]
+
+
+def queries(body: dict[str, Any], max_queries: int) -> list[str]:
+    """`query`, checked; `prompts` and `labels`, when given, must match it in length."""
+    query = body.get("query")
+    if isinstance(query, list) and len(query) > max_queries:
+        raise LimitExceeded(f"{len(query)} queries exceed the limit of {max_queries} per call (max_queries)")
+    checked = checked_texts(query, "query")
+    if not checked:
+        raise InvalidRequest("query is empty")
+    for key in ("prompts", "labels"):
+        other = body.get(key)
+        if other is not None and (not isinstance(other, list) or len(other) != len(checked)):
+            size = f"{len(other)} items" if isinstance(other, list) else "not a list"
+            raise InvalidRequest(f"{key} must be a list as long as query ({len(checked)} items), got {size}")
+    return checked
+
+
+def score_args(body: dict[str, Any]) -> ScoreArgs:
+    history = body.get("history") or []
+    if not isinstance(history, list) or not all(isinstance(t, list) and len(t) == 2 for t in history):
+        raise InvalidRequest("history must be a list of [role, content] pairs")
+    system_prompt = body.get("system_prompt")
+    return ScoreArgs(
+        checked_text(body.get("prompt"), "prompt"),
+        checked_texts(body.get("responses"), "responses"),
+        "" if system_prompt is None else checked_text(system_prompt, "system_prompt"),
+        [
+            (checked_text(r, f"history[{i}].role"), checked_text(c, f"history[{i}].content"))
+            for i, (r, c) in enumerate(history)
+        ],
+    )
+
+
+# --- auth
+
+
+class QueryToken:
+    """ASGI middleware: moves `token=` out of the query string into the scope, so no log shows it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and b"token=" in scope.get("query_string", b""):
+            kept = []
+            for part in scope["query_string"].split(b"&"):
+                name, _, value = part.partition(b"=")
+                if name == b"token":
+                    scope.setdefault(TOKEN_KEY, unquote_to_bytes(value.replace(b"+", b" ")))
+                else:
+                    kept.append(part)
+            scope["query_string"] = b"&".join(kept)
+        await self.app(scope, receive, send)
+
+
+def authorized(request: Request, token: bytes) -> bool:
+    """The bearer header or `?token=` matches, compared in constant time."""
+    header = request.headers.get("authorization", "").encode("latin-1")
+    via_header = hmac.compare_digest(header, b"Bearer " + token)
+    via_query = hmac.compare_digest(request.scope.get(TOKEN_KEY, b""), token)
+    return via_header or via_query
+
+
+def create_app(scorer: Scorer, is_ready: Callable[[], bool], auth_token: str = "") -> ASGIApp:
+    """The HTTP app; limits come from `scorer.config`."""
+    config, metrics = scorer.config, scorer.metrics
+    token = auth_token.encode()
+    max_values = VALUES_PER_QUERY * config.max_queries
+
+    def endpoint(api: str, handler: Callable[[dict[str, Any]], Any]) -> Callable[[Request], Any]:
+        def parse_and_handle(data: bytearray) -> Any:
+            return handler(parse_body(data, max_values))
+
+        async def run(request: Request) -> Response:
+            if token and not authorized(request, token):
+                metrics.requests.labels(api, "UNAUTHENTICATED").inc()
+                reply = {"error": "missing or wrong token (bearer header or ?token=)", "reason": "unauthenticated"}
+                return JSONResponse(reply, status_code=401)
+            started = time.perf_counter()
+            try:
+                data = await read_body(request, config.max_message_bytes)
+                response = JSONResponse(await run_in_threadpool(parse_and_handle, data))
+            except ScorerError as e:
+                response, status = error_reply(e)
+                log.info("HTTP %s -> %d %s: %s", api, response.status_code, e.reason, e)
+            except Exception:  # a bug, not the caller's fault: JSON all the same, and the traceback in the log
+                log.exception("HTTP %s failed", api)
+                response, status = error_reply(ScorerError("internal error"))
+            else:
+                status = "OK"
+                metrics.latency.labels(api).observe(time.perf_counter() - started)
+            metrics.requests.labels(api, status).inc()
+            return response
+
+        return run
+
+    def get_reward(body: dict[str, Any]) -> dict[str, Any]:
+        result = scorer.score_queries(queries(body, config.max_queries), scorer.deadline(None))
+        extra_logs = {"query_tokens": result.query_tokens, "truncated": [int(t) for t in result.truncated]}
+        return {"rewards": result.rewards, "scores": result.rewards, "extra_logs": extra_logs}
+
+    def score(body: dict[str, Any]) -> dict[str, Any]:
+        s = scorer.score(score_args(body), scorer.deadline(None))
+        return {
+            "scores": s.scores,
+            "best_index": s.best_index,
+            "truncated": s.truncated,
+            "timings": {"queue_ms": s.queue_ms, "inference_ms": s.inference_ms, "total_ms": s.total_ms},
+            "model": s.model,
+        }
+
+    async def health_check(request: Request) -> Response:
+        ready = is_ready()
+        return JSONResponse({"status": "SERVING" if ready else "NOT_SERVING"}, status_code=200 if ready else 503)
+
+    async def metrics_text(request: Request) -> Response:
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4")
+
+    app = Starlette(
+        routes=[
+            Route("/get_reward", endpoint("GetReward", get_reward), methods=["POST"]),
+            Route("/score", endpoint("Score", score), methods=["POST"]),
+            Route("/health", health_check, methods=["GET"]),
+            Route("/metrics", metrics_text, methods=["GET"]),
+        ]
+    )
+    return QueryToken(app)

@@ -1,0 +1,129 @@
+"""Loading a checkpoint to serve, and choosing the first one: `--model`, or the registry's best.
+
+    model, why_not = load_first(config)                  # --model DIR, or (--follow) the store's best model
+    model = load_served(config, ref, previous=current)   # tokenizer + backend (its own Triton, or torch)
+
+A model that cannot be loaded leaves nothing running (a Triton started for it is stopped) and raises.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+from typing import Any
+
+from cheems.packing import Cost
+from services.scorer.backends import Backend, TorchBackend, TritonBackend
+from services.scorer.config import ScorerConfig
+from services.scorer.models.served import ModelRef, ServedModel
+from services.scorer.triton.model import TritonHost
+
+log = logging.getLogger(__name__)
+WEIGHTS = {".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".ckpt"}
+MAX_FIRST_TRIES = 5
+NOT_TOKENIZER = {"cheems_metadata.json", "model.safetensors.index.json", "pytorch_model.bin.index.json"}
+
+
+def first_models(config: ScorerConfig) -> list[ModelRef]:
+    """What to serve first, in order of preference: `--model` (its id `--model-id`, else its directory's
+    name); without it, the registered models, the registry's best first (the newest when none is
+    evaluated), then the others newest first. Empty when the registry holds none yet."""
+    if config.model:
+        return [ModelRef(config.model_id or ModelRef("", config.model).name, config.model)]
+    return registered(config.db)
+
+
+def registered(url: str) -> list[ModelRef]:
+    from services.store import registry
+    from services.store.db import StoreConfig, create_engine_for, session_scope
+
+    engine = create_engine_for(StoreConfig(url))
+    try:
+        with session_scope(engine) as session:
+            best = registry.best_model(session)
+            rows = [m for m in registry.list_models(session) if best is None or m.id != best.id]
+            return [ModelRef(m.id, m.path, m.created_at) for m in ([best] if best else []) + rows]
+    finally:
+        engine.dispose()
+
+
+def load_first(config: ScorerConfig, backend: Backend | None = None) -> tuple[ServedModel | None, str]:
+    """(the first model that loads, why those before it did not). `--model` that fails raises: it names
+    the one model to serve. A registered one that fails is passed over for the next (a restart after the
+    newest model proved broken serves the one before it), up to MAX_FIRST_TRIES."""
+    failures: list[str] = []
+    for ref in first_models(config)[:MAX_FIRST_TRIES]:
+        try:
+            return load_served(config, ref, backend), "; ".join(failures)
+        except Exception as e:
+            if config.model:
+                raise
+            failures.append(load_error(ref, e))
+            log.error("%s; trying the next registered model", failures[-1])
+    return None, "; ".join(failures)
+
+
+def load_error(ref: ModelRef, error: BaseException) -> str:
+    return f"model {ref.model_id} ({ref.path}) could not be loaded: {error}"
+
+
+def load_served(
+    config: ScorerConfig, ref: ModelRef, backend: Backend | None = None, previous: ServedModel | None = None
+) -> ServedModel:
+    """The model of `ref`, ready to serve; `backend` replaces the one `config.backend` names (benchmarks).
+
+    The tokenizers of `previous` are shared when its tokenizer files are the same (models trained from one
+    base): loading and copying a tokenizer costs seconds of held GIL, which calls in flight would feel."""
+    from transformers import AutoTokenizer
+
+    fingerprint = tokenizer_fingerprint(ref.path)
+    shared = previous if previous is not None and previous.fingerprint == fingerprint else None
+    tokenizer = shared.tokenizer if shared else AutoTokenizer.from_pretrained(ref.path)
+    host: TritonHost | None = None
+    try:
+        if backend is None:
+            backend, host = make_backend(config, ref.path, tokenizer)
+        return ServedModel(ref, backend, tokenizer, config.max_length, host, fingerprint, shared)
+    except BaseException:
+        if host is not None:
+            host.stop()
+        raise
+
+
+def tokenizer_fingerprint(path: str) -> str:
+    """A hash of the checkpoint's files but its weights and its training record: equal hashes, same tokenizer."""
+    digest = hashlib.sha256()
+    folder = Path(path)
+    if not folder.is_dir():
+        return ""  # loading will say what is wrong
+    for file in sorted(folder.iterdir()):
+        if file.is_file() and file.suffix not in WEIGHTS and file.name not in NOT_TOKENIZER:
+            digest.update(file.name.encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def make_backend(config: ScorerConfig, path: str, tokenizer: Any = None) -> tuple[Backend, TritonHost | None]:
+    """(backend, the Triton started for it or None); `tokenizer`, the checkpoint's, saves loading it again.
+
+    `prefix_sharing` reaches the model's forward: in process, in the infer function of our Triton; an
+    external Triton's model has its own (`cheems export-triton --prefix-sharing`), and the scorer only keeps
+    one prompt's sequences in one request for it."""
+    share = config.prefix_sharing
+    if config.backend == "torch":
+        return TorchBackend(path, config.device, config.max_batch_size, tokenizer, share), None
+    if config.triton_url:
+        from transformers import AutoConfig
+
+        cost = Cost.of(AutoConfig.from_pretrained(path)) if share else None
+        return TritonBackend(config.triton_url, config.triton_model_name, config.max_batch_size, cost), None
+    host = TritonHost(
+        path, config.triton_model_name, config.device, config.max_batch_size, config.queue_delay_us, tokenizer, share
+    )
+    try:
+        url = host.start()
+        cost = Cost.of(host.model_config) if host.prefix_sharing else None
+        return TritonBackend(url, config.triton_model_name, config.max_batch_size, cost, host.prefix_sharing), host
+    except BaseException:
+        host.stop()
+        raise

@@ -1,0 +1,59 @@
+"""Simulated people working the annotation queue over gRPC (ListTasks, SubmitAnnotation), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import Engine
+
+from cheems.formats.cheemsbench import BenchItem
+from cheems.formats.responses import Response
+from services.annotation.server import servicer_host
+from services.annotation.service import AnnotationService
+from services.annotation.simulation.annotators import SimulationConfig, simulate_humans
+from services.hosting import HostConfig
+from services.store import repository
+from services.store.db import session_scope
+
+ITEMS = [
+    BenchItem(
+        f"第{n}题：哪个回答最好？",
+        tuple(Response(f"r{i}", f"第{n}题的回答{i}") for i in range(1, 6)),
+        {"r1": 2, "r2": 1, "r3": 3, "r4": 3, "r5": 4},
+        ("推理",),
+    )
+    for n in range(3)
+]
+
+
+@pytest.fixture
+def target(engine: Engine) -> Iterator[tuple[str, AnnotationService]]:
+    service = AnnotationService(engine)
+    grpc_host = servicer_host(service, HostConfig(port=0)).start()
+    yield f"127.0.0.1:{grpc_host.port}", service
+    grpc_host.stop(0)
+
+
+def test_simulated_people_empty_the_queue_by_the_gold_ranks(
+    target: tuple[str, AnnotationService], engine: Engine
+) -> None:
+    url, service = target
+    prompts = []
+    with session_scope(engine) as session:
+        for item in ITEMS:  # stored under other keys than the bench's: matched by content
+            responses = [(f"k{r.id}", r.content) for r in item.responses]
+            prompts.append(repository.add_sample(session, item.input, responses, ["推理"])[0])
+        stranger, _ = repository.add_sample(session, "题库里没有的题", [("a", "甲"), ("b", "乙"), ("c", "丙")], [])
+    for pid in [*prompts, stranger]:
+        service.create_tasks(pid, 3)
+    stats = simulate_humans(url, ITEMS, SimulationConfig(annotators=3, noise=0.0, seed=1))
+    assert (stats.submitted, stats.unknown) == (15, 1)
+    for item, pid in zip(ITEMS, prompts, strict=True):
+        ranking = service.ranking(pid)
+        assert ranking is not None
+        gold = {f"k{k}": v for k, v in item.rank.items()}
+        assert all((ranking.rank[a] < ranking.rank[b]) == (gold[a] < gold[b]) for a in gold for b in gold)
+    assert len(service.open_tasks(stranger)) == 1 and service.ranking(stranger) is None
+    again = simulate_humans(url, ITEMS, SimulationConfig(annotators=2))
+    assert again.submitted == 0

@@ -1,0 +1,195 @@
+"""`cheems serve --follow` on the torch backend, with the real broker and store: the scorer switches to each
+newly registered model under load without a failed or mixed call, keeps serving through a broken model (and a
+restart passes over it), ignores an older one, waits not ready while nothing is registered, and a scorer killed
+during a switch comes back with the newest registered model."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from sqlalchemy import Engine
+
+from cheems.v1 import reward_pb2_grpc, training_pb2
+from services.bus.broker import EmbeddedBroker
+from services.scorer.config import ScorerConfig
+from services.scorer.models.loading import load_first
+from services.scorer.runtime import ScorerServer
+from services.scorer.triton.model import free_port
+from tests.services.scorer.models.following import (
+    REQUESTS,
+    Load,
+    announce,
+    check_switch,
+    model_info,
+    register,
+    serving,
+    wait_for,
+)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def following(
+    broker: EmbeddedBroker, store: tuple[str, Engine], first: training_pb2.Model, expected: object
+) -> Iterator[ScorerServer]:
+    """`cheems serve --follow --db URL --backend torch --prefix-sharing off`, in process, started from the
+    registry (sharing off: not the default, so a model loaded later shows whether it kept the setting)."""
+    config = ScorerConfig(
+        follow=True,
+        bootstrap=broker.bootstrap,
+        db=store[0],
+        backend="torch",
+        grpc_port=0,
+        http_port=-1,
+        prefix_sharing=False,
+    )
+    with ScorerServer(config) as server:
+        yield server
+
+
+def test_switches_under_load_without_a_failed_or_mixed_call(
+    following: ScorerServer,
+    broker: EmbeddedBroker,
+    store: tuple[str, Engine],
+    first: training_pb2.Model,
+    checkpoints: dict[str, Path],
+    expected: dict[str, list[list[float]]],
+) -> None:
+    port = following.grpc_port
+    info = model_info(port)
+    assert (info.model_id, info.model_path, info.backend, info.follow_error) == (
+        first.model_id,
+        str(checkpoints["one"]),
+        "torch",
+        "",
+    ), "started from the registry's best model"
+    old = following.models.current
+    two = register(store[1], checkpoints["two"])
+    with Load(port) as load:
+        time.sleep(1.0)
+        announced = time.monotonic()
+        announce(broker.bootstrap, two)
+        assert wait_for(lambda: model_info(port).model_id == two.model_id, 60)
+        switched = time.monotonic()
+        time.sleep(1.0)
+    scores = {first.model_id: expected["one"], two.model_id: expected["two"]}
+    check_switch(load, scores, first.model_id, two.model_id, announced, switched)
+    info = model_info(port)
+    assert (info.model_id, info.model_path, info.name) == (two.model_id, str(checkpoints["two"]), "two")
+    assert info.prefix_sharing is False and following.backend is not None
+    assert following.backend.prefix_sharing is False, "the followed model lost --prefix-sharing off"
+    assert old is not None and wait_for(lambda: old.closed, 10), "the old model was not closed"
+
+
+def test_a_broken_model_leaves_the_current_one_serving_and_an_older_one_is_ignored(
+    following: ScorerServer,
+    broker: EmbeddedBroker,
+    store: tuple[str, Engine],
+    first: training_pb2.Model,
+    checkpoints: dict[str, Path],
+    expected: dict[str, list[list[float]]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    port, engine = following.grpc_port, store[1]
+    caplog.set_level(logging.INFO, logger="services.scorer.models.follow")
+    current = model_info(port)
+    announce(broker.bootstrap, first)  # registered before (or is) the model served
+    assert wait_for(lambda: f"model {first.model_id} is not newer" in caplog.text, 30), caplog.text
+    broken = register(engine, checkpoints["broken"])
+    announce(broker.bootstrap, broken)
+    assert wait_for(lambda: model_info(port).follow_error, 30)
+    info = model_info(port)
+    assert info.model_id == current.model_id and broken.model_id in info.follow_error
+    assert str(checkpoints["broken"]) in info.follow_error
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        reply = reward_pb2_grpc.RewardServiceStub(channel).Score(REQUESTS[0], timeout=30)
+    assert reply.model == current.model_id
+    name = Path(current.model_path).name
+    assert list(reply.scores) == pytest.approx(expected["two" if name == "two" else "one"][0], abs=1e-4)
+    model, why = load_first(following.config)  # a restart now passes over the broken newest model
+    assert model is not None and model.ref.model_id == current.model_id and broken.model_id in why
+    model.close()
+    newest = register(engine, checkpoints["one"])  # the next registration is tried as usual
+    announce(broker.bootstrap, newest)
+    assert wait_for(lambda: model_info(port).model_id == newest.model_id, 30)
+    assert model_info(port).follow_error == ""
+
+
+class Serve:
+    """`cheems -v serve ...` as a process; its log is read as it comes (kept in `log`), and `kill_on(text)`
+    SIGKILLs it the moment a line with `text` is logged."""
+
+    def __init__(self, *args: str) -> None:
+        command = [sys.executable, "-m", "cheems_cli", "-v", "serve", *args]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.log: list[str] = []
+        self.trigger = ""
+        self.killed = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+        line = self.process.stdout.readline() if self.process.stdout else ""
+        assert line.startswith("serving:"), (line, "".join(self.log[-30:]))
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.log.append(line)
+            if self.trigger and self.trigger in line:
+                self.kill()
+                self.killed.set()
+
+    def logged(self, text: str) -> bool:
+        return any(text in line for line in self.log)
+
+    def kill_on(self, text: str) -> None:
+        self.trigger = text
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_from_an_empty_registry_and_killed_during_a_switch_it_restarts_on_the_newest_model(
+    broker: EmbeddedBroker,
+    engine: Engine,
+    db_url: str,
+    checkpoints: dict[str, Path],
+    expected: dict[str, list[list[float]]],
+) -> None:
+    port = free_port()
+    args = ["--follow", "--db", db_url, "--bootstrap", broker.bootstrap, "--backend", "torch"]
+    args += ["--grpc-port", str(port), "--http-port", "-1"]
+    scorer = Serve(*args)
+    try:
+        assert not serving(port) and model_info(port).model_id == "", "nothing registered: not ready"
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel, pytest.raises(grpc.RpcError) as info:
+            reward_pb2_grpc.RewardServiceStub(channel).Score(REQUESTS[0], timeout=10)
+        assert info.value.code() == grpc.StatusCode.UNAVAILABLE and "no model to serve yet" in str(info.value.details())
+        one = register(engine, checkpoints["one"])
+        announce(broker.bootstrap, one)
+        assert wait_for(lambda: serving(port), 60) and model_info(port).model_id == one.model_id
+        two = register(engine, checkpoints["two"])
+        scorer.kill_on(f"model {two.model_id} registered: loading")
+        announce(broker.bootstrap, two)
+        assert scorer.killed.wait(30), scorer.log[-20:]
+        assert not scorer.logged(f"now serving model {two.model_id}"), "killed after the switch, not during it"
+        scorer = Serve(*args)
+        info = model_info(port)
+        assert (info.model_id, info.model_path) == (two.model_id, str(checkpoints["two"]))
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            reply = reward_pb2_grpc.RewardServiceStub(channel).Score(REQUESTS[1], timeout=30)
+        assert reply.model == two.model_id
+        assert list(reply.scores) == pytest.approx(expected["two"][1], abs=1e-4)
+    finally:
+        scorer.kill()

@@ -1,0 +1,53 @@
+"""`cheems serve --follow` on Triton: the new model gets a Triton of its own, started beside the one serving;
+8 clients call Score through the switch without a failed or mixed call, readiness never drops, and the old
+Triton is stopped (no process left) once its last call is done."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+
+from cheems.v1 import training_pb2
+from services.bus.broker import EmbeddedBroker
+from services.scorer.config import ScorerConfig
+from services.scorer.runtime import ScorerServer
+from services.scorer.triton import processes
+from tests.services.scorer.models.following import Load, announce, check_switch, model_info, register, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def test_switches_to_a_new_triton_under_load(
+    broker: EmbeddedBroker,
+    store: tuple[str, Engine],
+    first: training_pb2.Model,
+    checkpoints: dict[str, Path],
+    expected: dict[str, list[list[float]]],
+) -> None:
+    url, engine = store
+    config = ScorerConfig(
+        follow=True, bootstrap=broker.bootstrap, db=url, backend="triton", grpc_port=0, http_port=-1, watch_seconds=0.2
+    )
+    with ScorerServer(config) as server:
+        port = server.grpc_port
+        info = model_info(port)
+        assert (info.model_id, info.backend) == (first.model_id, "triton")
+        old_host = server.host
+        assert old_host is not None and old_host.pid is not None
+        old_tree = processes.tree(old_host.pid)
+        two = register(engine, checkpoints["two"])
+        with Load(port) as load:
+            time.sleep(1.0)
+            announced = time.monotonic()
+            announce(broker.bootstrap, two)
+            assert wait_for(lambda: model_info(port).model_id == two.model_id, 120)
+            switched = time.monotonic()
+            time.sleep(1.0)
+        scores = {first.model_id: expected["one"], two.model_id: expected["two"]}
+        check_switch(load, scores, first.model_id, two.model_id, announced, switched)
+        assert server.host is not None and server.host is not old_host and server.host.alive()
+        assert wait_for(lambda: not [p for p in old_tree if processes.alive(p)], 30), "the old Triton lives on"
+        assert server.supervisor is not None and server.supervisor.restarts == 0

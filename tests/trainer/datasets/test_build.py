@@ -1,0 +1,133 @@
+"""Datasets from the store (SQLite and PostgreSQL): the file, its hash, the registry row, the event, bad recipes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from sqlalchemy import Engine
+
+from cheems.chat import Conversation, encode_many
+from cheems.formats.preference import read_preference
+from cheems.forward import forward_rewards
+from cheems.model import load_model
+from services.bus import topics
+from services.bus.broker import EmbeddedBroker
+from services.bus.client import Publisher
+from services.store import registry, repository
+from services.store.db import session_scope
+from tests.trainer.conftest import read_events
+from trainer.datasets.build import DatasetOptions, create_dataset
+from trainer.datasets.recipes import EmptyDataset, UnknownDatasetRecipe
+
+JIA = ("什么是奖励模型？", [("a", "打分的模型"), ("b", "一种评价回答的模型"), ("c", "不知")])
+YI = ("你好", [("x", "你好！"), ("y", "嗯")])
+BING = ("一加一", [("p", "二"), ("q", "三"), ("r", "乱码乱码")])
+HISTORY = [("user", "在吗"), ("assistant", "在")]
+
+
+def seed(engine: Engine) -> dict[str, str]:
+    """Three ranked prompts: 甲 human a > b > c, AI c > a; 乙 AI x > y (history); 丙 human p > r > q, r discarded."""
+    with session_scope(engine) as s:
+        jia, _ = repository.add_sample(s, JIA[0], JIA[1], ["知识"], system_prompt="你是助手")
+        yi, _ = repository.add_sample(s, YI[0], YI[1], ["闲聊"], history=HISTORY)
+        bing, _ = repository.add_sample(s, BING[0], BING[1], ["数学"])
+        repository.add_annotation(s, "h1", jia, "alice", "human", {"order": [["a"], ["b"], ["c"]]})
+        repository.add_annotation(s, "j1", jia, "judge", "ai", {"better": "c", "worse": "a"})
+        repository.add_annotation(s, "j2", yi, "judge", "ai", {"better": "x", "worse": "y"})
+        repository.add_annotation(s, "h3", bing, "bob", "human", {"order": [["p"], ["r"], ["q"]]}, ["r"])
+        for pid, first in ((jia, "a"), (yi, "x"), (bing, "p")):
+            repository.save_ranking(s, pid, {first: 1}, 0, 0)  # a ranking makes the prompt part of datasets
+    return {"jia": jia, "yi": yi, "bing": bing}
+
+
+def lines(path: str) -> dict[str, dict]:
+    return {obj["input"]: obj for obj in map(json.loads, Path(path).read_text(encoding="utf-8").splitlines())}
+
+
+def test_human_dataset_is_content_addressed_and_announced_once(
+    engine: Engine, broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    seed(engine)
+    publisher = Publisher(broker.bootstrap)
+    options = DatasetOptions(str(tmp_path))
+    dataset, created = create_dataset(engine, "human", options, publisher)
+    assert created and dataset.id == hashlib.sha256(Path(dataset.path).read_bytes()).hexdigest()
+    assert dataset.path == str(tmp_path / "datasets" / f"{dataset.id}.jsonl")
+    assert (dataset.prompts, dataset.pairs, dataset.rankings, dataset.supervisor_model_id) == (2, 4, 2, None)
+    written = lines(dataset.path)
+    assert written[JIA[0]]["annotations"] == [["a", "b", "1"], ["a", "c", "1"], ["b", "c", "1"]]
+    assert written[JIA[0]]["sys_prompt"] == "你是助手" and written[JIA[0]]["category"] == ["知识"]
+    assert written[BING[0]]["annotations"] == [["p", "q", "1"]]  # r was discarded
+    assert [r["id"] for r in written[BING[0]]["responses"]] == ["p", "q"]
+    assert {len(item.pairs) for item in read_preference(dataset.path)} == {3, 1}  # the trainer's reader takes it
+
+    again, created = create_dataset(engine, "human", options, publisher)
+    assert (again.id, created) == (dataset.id, False)
+    events = [e for e in read_events(broker.bootstrap, topics.DATASETS) if e.dataset.path == dataset.path]
+    assert len(events) == 1 and events[0].dataset.pairs == 4 and events[0].dataset.recipe == "human"
+    with session_scope(engine) as s:
+        assert [d.id for d in registry.list_datasets(s)] == [dataset.id]
+    publisher.close()
+
+
+def test_no_pairs_or_an_unknown_recipe_stores_nothing(engine: Engine, tmp_path: Path) -> None:
+    options = DatasetOptions(str(tmp_path))
+    with pytest.raises(EmptyDataset, match="no preference pair among 0 ranked prompts"):
+        create_dataset(engine, "human", options)
+    with session_scope(engine) as s:
+        pid, _ = repository.add_sample(s, "一加一", [("p", "二"), ("q", "三")], ["数学"])
+        repository.add_annotation(s, "h", pid, "bob", "human", {"equal": ["p", "q"]})  # a tie: no pair
+        repository.save_ranking(s, pid, {"p": 1, "q": 1}, 0, 0)
+    for name in ("human", "ai-debias"):
+        with pytest.raises(EmptyDataset):
+            create_dataset(engine, name, options)
+    with pytest.raises(UnknownDatasetRecipe):
+        create_dataset(engine, "gpt4", options)
+    assert not list(tmp_path.rglob("*.jsonl"))
+    with session_scope(engine) as s:
+        assert registry.list_datasets(s) == []
+
+
+def rewards(model_dir: Path, prompts: list[tuple[tuple, str | None, list]]) -> list[dict[str, float]]:
+    """The model's rewards through the trainer's path (cheems.chat + cheems.forward), not the scorer's."""
+    model, tokenizer = load_model(model_dir)
+    out = []
+    for (prompt, responses), system, history in prompts:
+        conversations = [Conversation(prompt, c, system, tuple(history)) for _, c in responses]
+        with torch.no_grad():
+            values = [forward_rewards(model, [e.input_ids]).item() for e in encode_many(tokenizer, conversations)]
+        out.append({rid: v for (rid, _), v in zip(responses, values, strict=True)})
+    return out
+
+
+def test_distant_supervision_uses_the_best_model(engine: Engine, tiny_model: Path, tmp_path: Path) -> None:
+    ids = seed(engine)
+    options = DatasetOptions(str(tmp_path))
+    unfiltered, _ = create_dataset(engine, "ai-distant", options)  # no model yet: AI relations as they are
+    assert unfiltered.supervisor_model_id is None
+    assert {k: v["annotations"] for k, v in lines(unfiltered.path).items()} == {
+        JIA[0]: [["c", "a", "1"]],
+        YI[0]: [["x", "y", "1"]],
+    }
+    with session_scope(engine) as s:
+        training = registry.create_training(s, unfiltered.id, "tiny-cpu", {}, "local", "out/{id}")
+        model, _ = registry.register_model(s, training.id, str(tiny_model), None)
+    expected = {}
+    jia, yi = rewards(tiny_model, [(JIA, "你是助手", []), (YI, None, HISTORY)])
+    if jia["c"] >= jia["a"]:
+        expected[JIA[0]] = [["c", "a", "1"]]
+    if yi["x"] >= yi["y"]:
+        expected[YI[0]] = [["x", "y", "1"]]
+    assert ids  # the prompts are stored
+    if not expected:
+        with pytest.raises(EmptyDataset):
+            create_dataset(engine, "ai-distant", options)
+        return
+    filtered, created = create_dataset(engine, "ai-distant", options)
+    assert filtered.supervisor_model_id == model.id
+    assert {k: v["annotations"] for k, v in lines(filtered.path).items()} == expected
+    assert created == (len(expected) < 2)  # keeping both is the unfiltered content, which is known

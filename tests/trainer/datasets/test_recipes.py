@@ -1,0 +1,98 @@
+"""Dataset recipes: hand-computed pairs from human and AI annotations, distant supervision, length debiasing."""
+
+from __future__ import annotations
+
+import pytest
+
+from cheems.formats.responses import Response
+from services.annotation.algorithm.resolve import Relation
+from trainer.datasets.recipes import (
+    DATASET_RECIPES,
+    AnnotatedPrompt,
+    UnknownDatasetRecipe,
+    dataset_recipe,
+    preference_pairs,
+)
+
+# 甲: human order a > b > c, and one AI verdict c > a (which the human ranking contradicts)
+JIA = AnnotatedPrompt(
+    "p-jia",
+    "什么是奖励模型？",
+    (Response("a", "打分的模型"), Response("b", "一种评价回答的模型"), Response("c", "不知")),
+    human=(Relation("a", "b"), Relation("b", "c"), Relation("a", "c")),
+    ai=(Relation("c", "a"),),
+    category=("知识",),
+    system_prompt="你是助手",
+)
+# 乙: AI verdicts only, x > y and y = z
+YI = AnnotatedPrompt(
+    "p-yi",
+    "你好",
+    (Response("x", "你好！"), Response("y", "嗯"), Response("z", "哦")),
+    ai=(Relation("x", "y"), Relation("y", "z", tie=True)),
+    history=({"role": "user", "content": "在吗"}, {"role": "assistant", "content": "在"}),
+)
+# 丙: human p > q, equal lengths
+BING = AnnotatedPrompt("p-bing", "一加一", (Response("p", "二"), Response("q", "三")), human=(Relation("p", "q"),))
+
+
+def pairs_of(items: list) -> dict[str, tuple]:
+    return {item.input: item.pairs for item in items}
+
+
+def test_recipe_names() -> None:
+    assert set(DATASET_RECIPES) == {
+        *("human", "ai", "ai-distant", "human+ai-distant"),
+        *("human-debias", "ai-debias", "ai-distant-debias", "human+ai-distant-debias"),
+    }
+    both = dataset_recipe("human+ai-distant-debias")
+    assert (both.human, both.ai, both.distant, both.debias) == (True, True, True, True)
+    assert not dataset_recipe("human").ai and not dataset_recipe("ai").distant
+    with pytest.raises(UnknownDatasetRecipe, match=r"'humans'.*known: human, human-debias"):
+        dataset_recipe("humans")
+
+
+def test_human_and_ai_pairs() -> None:
+    items, stats = preference_pairs([JIA, YI, BING], dataset_recipe("human"))
+    assert pairs_of(items) == {"什么是奖励模型？": (("a", "b"), ("a", "c"), ("b", "c")), "一加一": (("p", "q"),)}
+    assert (stats.prompts, stats.pairs, stats.resolved) == (2, 4, 2)
+    assert items[0].extra == {"category": ["知识"], "sys_prompt": "你是助手"}  # context kept
+    items, stats = preference_pairs([JIA, YI, BING], dataset_recipe("ai"))
+    # 乙: x (rank 1) > y = z (rank 2): x > y and x > z
+    assert pairs_of(items) == {"什么是奖励模型？": (("c", "a"),), "你好": (("x", "y"), ("x", "z"))}
+    assert items[0].responses == (Response("a", "打分的模型"), Response("c", "不知"))  # only the paired ones
+    assert items[1].extra["history"] == [{"role": "user", "content": "在吗"}, {"role": "assistant", "content": "在"}]
+
+
+def test_distant_supervision_drops_what_the_model_contradicts() -> None:
+    scores = {"p-jia": {"a": 2.0, "b": 1.0, "c": 0.0}, "p-yi": {"x": 0.0, "y": 1.0, "z": 1.1}}
+    items, stats = preference_pairs([JIA, YI], dataset_recipe("ai-distant"), scores)
+    # 甲: c > a contradicted (0.0 < 2.0) -> no pair; 乙: x > y contradicted, y = z kept (a tie keeps any gap)
+    assert pairs_of(items) == {} and stats.ai_relations_dropped == 2
+    scores["p-yi"]["x"] = 1.5
+    items, _ = preference_pairs([JIA, YI], dataset_recipe("ai-distant"), scores)
+    assert pairs_of(items) == {"你好": (("x", "y"), ("x", "z"))}
+    # without a supervisor the AI relations are taken as they are
+    items, _ = preference_pairs([JIA, YI], dataset_recipe("ai-distant"), None)
+    assert pairs_of(items) == {"什么是奖励模型？": (("c", "a"),), "你好": (("x", "y"), ("x", "z"))}
+
+
+def test_human_first_then_distant_ai() -> None:
+    scores = {"p-yi": {"x": 3.0, "y": 1.0, "z": 1.0}}
+    items, stats = preference_pairs([JIA, YI, BING], dataset_recipe("human+ai-distant"), scores)
+    assert pairs_of(items) == {
+        "什么是奖励模型？": (("a", "b"), ("a", "c"), ("b", "c")),  # human: the AI verdict is not used
+        "你好": (("x", "y"), ("x", "z")),
+        "一加一": (("p", "q"),),
+    }
+    assert stats.sources == {"human": 2, "ai": 1}
+
+
+def test_length_debiasing_balances_longer_and_shorter_chosen() -> None:
+    # 甲: a(5) > b(9) shorter, a(5) > c(2) longer, b(9) > c(2) longer; 丙: p(1) > q(1) equal
+    for seed in range(5):
+        items, stats = preference_pairs([JIA, BING], dataset_recipe("human-debias"), seed=seed)
+        kept = [pair for item in items for pair in item.pairs]
+        assert (stats.pairs_before, stats.pairs) == (4, 3)
+        assert ("a", "b") in kept and ("p", "q") in kept  # the one shorter-chosen and the equal pair stay
+        assert len({("a", "c"), ("b", "c")} & set(kept)) == 1

@@ -1,0 +1,192 @@
+"""The training service over gRPC with the local launcher: a real tiny training, progress, the registered model
+and its ModelEvent on the real broker; cancelling; bad requests store nothing; training on its own."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from sqlalchemy import Engine
+
+from cheems.v1 import events_pb2, training_pb2, training_pb2_grpc
+from services.bus import topics
+from services.bus.broker import EmbeddedBroker
+from services.bus.client import Publisher
+from services.hosting import HostConfig
+from services.store import registry
+from services.store.db import StoreConfig, create_engine_for, session_scope
+from services.store.migrate import upgrade
+from tests.trainer.conftest import SAMPLE_HUMAN, read_events, seed_sample
+from trainer.service.auto import AutoTrainer
+from trainer.service.config import TrainingConfig
+from trainer.service.launchers.local import LocalLauncher, alive
+from trainer.service.server import host
+from trainer.service.trainings import TrainingService
+
+FAST = {"epochs": "1", "max_length": "128", "micro_batch_size": "8"}
+State = training_pb2.TrainingState
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    """One SQLite store for the module (the restart test runs on PostgreSQL)."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'cheems.db'}"
+    upgrade(url)
+    engine = create_engine_for(StoreConfig(url))
+    seed_sample(engine, 0, 4)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def small_bench(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Three prompts of the sample's human subset: an evaluation during training that takes a moment."""
+    path = tmp_path_factory.mktemp("bench") / "human.jsonl"
+    path.write_text("".join(SAMPLE_HUMAN.read_text(encoding="utf-8").splitlines(keepends=True)[:3]), encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def service(
+    engine: Engine, broker: EmbeddedBroker, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TrainingService]:
+    config = TrainingConfig(data_dir=str(tmp_path_factory.mktemp("data")), model=str(tiny_model), poll_seconds=0.3)
+    service = TrainingService(engine, config, LocalLauncher(grace=5), Publisher(broker.bootstrap))
+    yield service
+    service.close()
+    for training in service.active():
+        if training.handle:
+            service.launcher.stop(training.handle)
+
+
+@pytest.fixture(scope="module")
+def stub(service: TrainingService) -> Iterator[Any]:
+    grpc_host = host(service, HostConfig(port=0)).start()
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_host.port}") as channel:
+        yield training_pb2_grpc.TrainingServiceStub(channel)
+    grpc_host.stop(0)
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 120.0, every: float = 0.3) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := check():
+            return value
+        time.sleep(every)
+    raise AssertionError(f"not within {timeout} s")
+
+
+def test_start_training_trains_records_progress_and_registers_the_model(
+    stub: Any, service: TrainingService, broker: EmbeddedBroker, small_bench: str
+) -> None:
+    overrides = {**FAST, "eval_files": small_bench}
+    started = stub.StartTraining(training_pb2.StartTrainingRequest(dataset_recipe="human", overrides=overrides))
+    assert started.state == State.TRAINING_STATE_RUNNING and started.launcher == "local"
+    assert started.out_dir == str(service.data_dir / "trainings" / started.training_id)
+    request = training_pb2.GetTrainingRequest(training_id=started.training_id)
+    done = wait_for(lambda: (t := stub.GetTraining(request)).state != State.TRAINING_STATE_RUNNING and t)
+    assert done.state == State.TRAINING_STATE_SUCCEEDED, done.error
+    assert done.step == done.total_steps > 0 and done.HasField("loss") and done.HasField("overall")
+    assert done.model_id == f"rm-{done.training_id}"
+    (model,) = stub.ListModels(training_pb2.ListModelsRequest()).models
+    assert (model.model_id, model.path) == (done.model_id, f"{done.out_dir}/model")
+    assert model.overall == pytest.approx(done.overall) and model.dataset_recipe == "human"
+    dataset = stub.ListDatasets(training_pb2.ListDatasetsRequest()).datasets[0]
+    assert (dataset.dataset_id, dataset.prompts, dataset.rankings) == (done.dataset_id, 4, 4)
+    events = [e for e in read_events(broker.bootstrap, topics.MODELS) if e.model.model_id == model.model_id]
+    assert len(events) == 1 and isinstance(events[0], events_pb2.ModelEvent)
+    assert events[0].model.path == model.path and events[0].header.producer == "training"
+
+
+def test_cancel_stops_the_process_group(stub: Any, service: TrainingService) -> None:
+    slow = {**FAST, "epochs": "1000"}
+    started = stub.StartTraining(training_pb2.StartTrainingRequest(dataset_recipe="human", overrides=slow))
+    handle = service.get_training(started.training_id).handle
+    assert handle and alive(handle)
+    cancelled = stub.CancelTraining(training_pb2.CancelTrainingRequest(training_id=started.training_id))
+    assert cancelled.state == State.TRAINING_STATE_CANCELLED and not alive(handle)
+    with pytest.raises(grpc.RpcError) as error:
+        stub.CancelTraining(training_pb2.CancelTrainingRequest(training_id=started.training_id))
+    assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    time.sleep(1.0)  # a few monitor polls: the killed run is not made a failure or a model
+    after = service.get_training(started.training_id)
+    assert (after.state, after.model_id) == ("cancelled", None)
+
+
+def test_a_failed_run_records_the_end_of_its_log(stub: Any) -> None:
+    request = training_pb2.StartTrainingRequest(dataset_recipe="human", overrides={"model": "/nonexistent/rm"})
+    started = stub.StartTraining(request)
+    get = training_pb2.GetTrainingRequest(training_id=started.training_id)
+    failed = wait_for(lambda: (t := stub.GetTraining(get)).state != State.TRAINING_STATE_RUNNING and t, 60)
+    assert failed.state == State.TRAINING_STATE_FAILED and not failed.model_id
+    assert failed.error.startswith("cheems train exited with status 2:\n") and "/nonexistent/rm" in failed.error
+
+
+@pytest.mark.parametrize(
+    ("request_fields", "code", "message"),
+    [
+        ({"recipe": "gpt-5"}, grpc.StatusCode.INVALID_ARGUMENT, "unknown recipe 'gpt-5'"),
+        ({"overrides": {"epoch": "1"}}, grpc.StatusCode.INVALID_ARGUMENT, "--set 'epoch=1'"),
+        ({"overrides": {"epochs": "many"}}, grpc.StatusCode.INVALID_ARGUMENT, "not a valid float"),
+        ({"overrides": {"out_dir": "/tmp/x"}}, grpc.StatusCode.INVALID_ARGUMENT, "set by the training service"),
+        ({"dataset_recipe": "ai"}, grpc.StatusCode.INVALID_ARGUMENT, "no preference pair"),
+        ({"dataset_recipe": "humans"}, grpc.StatusCode.INVALID_ARGUMENT, "dataset recipe 'humans' is unknown"),
+        ({"dataset_id": "f" * 64}, grpc.StatusCode.NOT_FOUND, "no dataset"),
+    ],
+)
+def test_bad_requests_store_nothing(
+    stub: Any, service: TrainingService, request_fields: dict[str, Any], code: grpc.StatusCode, message: str
+) -> None:
+    before = (len(service.list_trainings()), len(service.list_datasets()))
+    with pytest.raises(grpc.RpcError) as error:
+        stub.StartTraining(training_pb2.StartTrainingRequest(**request_fields))
+    assert error.value.code() == code and message in (error.value.details() or "")
+    assert "Traceback" not in (error.value.details() or "")
+    assert (len(service.list_trainings()), len(service.list_datasets())) == before
+    with pytest.raises(grpc.RpcError) as error:
+        stub.GetTraining(training_pb2.GetTrainingRequest(training_id="nope"))
+    assert error.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_create_dataset(stub: Any) -> None:
+    made = stub.CreateDataset(training_pb2.CreateDatasetRequest(recipe="human-debias"))
+    assert made.recipe == "human-debias" and made.prompts == 4 and Path(made.path).name == f"{made.dataset_id}.jsonl"
+    listed = stub.ListDatasets(training_pb2.ListDatasetsRequest()).datasets
+    assert made.dataset_id in [d.dataset_id for d in listed]
+    for recipe, message in (("ai", "no preference pair"), ("gpt", "dataset recipe 'gpt' is unknown")):
+        with pytest.raises(grpc.RpcError) as error:
+            stub.CreateDataset(training_pb2.CreateDatasetRequest(recipe=recipe))
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT and message in (error.value.details() or "")
+    assert len(stub.ListDatasets(training_pb2.ListDatasetsRequest()).datasets) == len(listed)
+
+
+def test_enough_new_rankings_start_a_training(service: TrainingService, engine: Engine, broker: EmbeddedBroker) -> None:
+    auto = AutoTrainer(service)
+    auto.after = 2
+    with session_scope(engine) as s:
+        assert registry.rankings_since_last_dataset(s) == 0
+    assert auto.check() is None  # nothing new
+    new = seed_sample(engine, 4, 2)  # two more ranked prompts, announced
+    publisher = Publisher(broker.bootstrap)
+    for pid in new:
+        publisher.publish(topics.RANKINGS, pid, events_pb2.RankingEvent())
+    publisher.flush()
+    before = {t.id for t in service.list_trainings()}
+    threads, training = auto.start(broker.bootstrap), None
+    try:
+        training = wait_for(lambda: next((t for t in service.list_trainings() if t.id not in before), None), 60)
+        assert training.recipe == "tiny-cpu" and training.state == "running"
+        dataset = next(d for d in service.list_datasets() if d.id == training.dataset_id)
+        assert (dataset.recipe, dataset.prompts) == ("human-debias", 6)
+        assert auto.check() is None  # a training is running (and the rankings are in a dataset now)
+    finally:
+        auto.close()
+        for thread in threads:
+            thread.join(15)
+        if training is not None:
+            service.cancel_training(training.id)
+        publisher.close()

@@ -1,0 +1,181 @@
+"""Make a dataset from the store: annotations -> recipe (`trainer.datasets.recipes`) -> content-hashed file -> registry.
+
+    dataset, created = create_dataset(engine, "human+ai-distant-debias", DatasetOptions("out/cheems"), publisher)
+
+Every prompt with a resolved ranking is read with its annotations (relations as the annotation
+service resolves them, discarded responses left out). Distant supervision scores the responses with
+the current best model (`registry.best_model`) in this process: the scorer's own tokenization (left
+truncation) and the shared torch forward (`cheems.forward`). Before any model exists an "ai-distant"
+recipe takes the AI relations unfiltered (a warning says so) and the dataset names no supervisor.
+The pairs are written atomically in the CheemsPreference layout to <data_dir>/datasets/<sha256>.jsonl,
+whose sha256 is the dataset id: the same content is the same dataset, stored and announced
+(cheems.datasets.v1) once. A recipe that finds no pair raises EmptyDataset and stores nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from cheems.chat import Truncation
+from cheems.formats.preference import PreferenceItem, write_preference
+from cheems.formats.responses import Response
+from cheems.v1 import events_pb2
+from services.annotation.algorithm.resolve import Relation
+from services.annotation.files.annotations import relations_of
+from services.annotation.service import repository_rankings
+from services.bus import topics
+from services.bus.client import Publisher
+from services.store import registry, repository
+from services.store.db import session_scope
+from services.store.models import Dataset
+from trainer.datasets.recipes import (
+    AnnotatedPrompt,
+    DatasetRecipe,
+    EmptyDataset,
+    dataset_recipe,
+    preference_pairs,
+    without,
+)
+from trainer.service.messages import dataset_message
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DatasetOptions:
+    data_dir: str  # datasets go to <data_dir>/datasets/<sha256>.jsonl
+    seed: int = 0  # length debiasing's sample
+    score_max_length: int = 2048  # tokens per response when the supervisor scores (left-truncated)
+
+    def __post_init__(self) -> None:
+        if not self.data_dir:
+            raise ValueError("data_dir: required (where datasets and trainings are written)")
+        if self.score_max_length < 1:
+            raise ValueError(f"score_max_length must be >= 1, got {self.score_max_length}")
+
+
+def annotated_prompts(session: Session) -> list[AnnotatedPrompt]:
+    """Every prompt with a stored ranking, in prompt-id order, with its relations by annotator kind."""
+    prompts = []
+    for prompt, _rank in repository_rankings(session):
+        responses = repository.responses_for(session, prompt.id)
+        by_kind: dict[str, list[Relation]] = {"human": [], "ai": []}
+        discarded: set[str] = set()
+        for annotation in repository.annotations_for(session, prompt.id):
+            by_kind[annotation.kind] += relations_of(annotation.result, set(responses), "store", 0, annotation.id)
+            discarded |= set(annotation.discarded or [])
+        prompts.append(
+            AnnotatedPrompt(
+                prompt.id,
+                prompt.text,
+                tuple(Response(k, c) for k, c in responses.items() if k not in discarded),
+                without(by_kind["human"], discarded),
+                without(by_kind["ai"], discarded),
+                tuple(prompt.category or ()),
+                prompt.system_prompt,
+                tuple(prompt.history or ()),
+            )
+        )
+    return prompts
+
+
+def to_supervise(prompts: Sequence[AnnotatedPrompt], recipe: DatasetRecipe) -> list[AnnotatedPrompt]:
+    """The prompts whose AI relations the recipe filters (those it ranks from AI annotations)."""
+    return [p for p in prompts if p.ai and not (recipe.human and p.human)]
+
+
+def supervisor_scores(
+    prompts: Sequence[AnnotatedPrompt], model_dir: str, max_length: int
+) -> dict[str, dict[str, float]]:
+    """{prompt id: {response id: reward}} from the model at `model_dir`, scored in this process."""
+    from cheems.forward import score_in_groups
+    from cheems.model import load_model
+    from services.scorer.tokenization import make_job, tokenize_job
+
+    model, tokenizer = load_model(model_dir)
+    model.eval()
+    scores = {}
+    for p in prompts:
+        history = [(t["role"], t["content"]) for t in p.history]
+        job = make_job(p.text, [r.content for r in p.responses], p.system_prompt or "", history, 10**6)
+        encoded = tokenize_job(tokenizer, job, max_length, Truncation.LEFT)
+        values = score_in_groups(model, [e.input_ids for e in encoded], max_batch=64, device="cpu")
+        scores[p.prompt_id] = {r.id: v for r, v in zip(p.responses, values, strict=True)}
+    return scores
+
+
+def write_content_addressed(directory: Path, items: Sequence[PreferenceItem]) -> tuple[str, Path]:
+    """Write the preference lines atomically as <sha256>.jsonl in `directory`; (sha256, path)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".dataset.", suffix=".jsonl", dir=directory)
+    os.close(fd)
+    try:
+        write_preference(tmp, items)
+        digest = hashlib.sha256(Path(tmp).read_bytes()).hexdigest()
+        path = directory / f"{digest}.jsonl"
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return digest, path
+
+
+def create_dataset(
+    engine: Engine, recipe_name: str, options: DatasetOptions, publisher: Publisher | None = None
+) -> tuple[Dataset, bool]:
+    """Make the recipe's dataset from the store; (the stored dataset, whether it is new)."""
+    recipe = dataset_recipe(recipe_name)
+    with session_scope(engine) as session:
+        prompts = annotated_prompts(session)
+        supervisor = registry.best_model(session) if recipe.needs_scores else None
+    scores: Mapping[str, Mapping[str, float]] | None = None
+    if recipe.needs_scores and supervisor is None:
+        log.warning("dataset recipe %s: no model registered yet, AI annotations are taken unfiltered", recipe.name)
+    elif supervisor is not None:
+        scores = supervisor_scores(to_supervise(prompts, recipe), supervisor.path, options.score_max_length)
+    items, stats = preference_pairs(prompts, recipe, scores, options.seed)
+    if not items:
+        raise EmptyDataset(
+            f"dataset recipe {recipe.name}: no preference pair among {len(prompts)} ranked prompts "
+            f"({stats.resolved} with annotations the recipe takes): nothing to train on"
+        )
+    digest, path = write_content_addressed(Path(options.data_dir) / "datasets", items)
+    with session_scope(engine) as session:
+        dataset, created = registry.add_dataset(
+            session,
+            digest,
+            recipe.name,
+            str(path),
+            prompts=stats.prompts,
+            pairs=stats.pairs,
+            rankings=stats.resolved,
+            supervisor_model_id=supervisor.id if supervisor is not None else None,
+        )
+    log.info(
+        "dataset %s (%s): %d prompts, %d pairs (%d before debiasing), %d AI relations dropped by distant supervision%s",
+        *(digest[:12], recipe.name, stats.prompts, stats.pairs, stats.pairs_before, stats.ai_relations_dropped),
+        "" if created else "; already known",
+    )
+    if created and publisher is not None:
+        announce(publisher, dataset)
+    return dataset, created
+
+
+def announce(publisher: Publisher, dataset: Dataset) -> None:
+    """Publish the DatasetEvent; a broker that does not take it is logged (the dataset is stored and usable)."""
+    header = events_pb2.EventHeader(producer="training")
+    event = events_pb2.DatasetEvent(header=header, dataset=dataset_message(dataset))
+    try:
+        publisher.publish(topics.DATASETS, dataset.id, event)
+        publisher.flush()
+    except Exception as e:  # kafka-python's errors: the broker is away
+        log.error("dataset %s is stored, but its event was not published: %s", dataset.id[:12], e)

@@ -1,0 +1,164 @@
+"""Dataset recipes: which annotations of each prompt become training pairs, and how (pure, no I/O).
+
+    recipe = dataset_recipe("human+ai-distant-debias")
+    items, stats = preference_pairs(prompts, recipe, scores={"<prompt id>": {"r1": 0.3, ...}})
+
+A recipe names its sources, optionally followed by "-debias" (length debiasing, paper section 4.2):
+- "human": each prompt's human annotations resolved with Algorithm 1;
+- "ai": its AI annotations resolved the same way;
+- "ai-distant": its AI annotations filtered by distant supervision first (the relations the current
+  best RM clearly contradicts are dropped), then resolved;
+- "human+ai-distant" (the paper's CheemsPreference): the human ranking where a prompt has human
+  annotations, the distant-supervised AI ranking where it has only AI ones. Human judgments are the
+  more reliable; mixing both into one graph would only turn their disagreements into merged nodes.
+Responses any annotator discarded are left out of every relation. Each ranking gives every pair of
+responses with different ranks; "-debias" then balances, over the whole dataset, the pairs whose
+chosen response is longer against those where it is shorter (`services.annotation.algorithm.distant.length_debias`).
+The I/O around this (the store, the supervisor model, the file, the events) is `trainer.datasets.build`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cheems.errors import InvalidInput
+from cheems.formats.preference import PreferenceItem
+from cheems.formats.responses import Response
+from services.annotation.algorithm.distant import distant_supervision, length_debias
+from services.annotation.algorithm.resolve import Relation, resolve
+
+SOURCES = ("human", "ai", "ai-distant", "human+ai-distant")
+DEBIAS = "-debias"
+DATASET_RECIPES = tuple(name + suffix for name in SOURCES for suffix in ("", DEBIAS))
+
+
+class UnknownDatasetRecipe(InvalidInput):
+    """A dataset recipe name that is not one of DATASET_RECIPES."""
+
+    reason = "unknown_dataset_recipe"
+
+
+class EmptyDataset(InvalidInput):
+    """The recipe finds no preference pair in the store: nothing to train on, nothing is stored."""
+
+    reason = "empty_dataset"
+
+
+@dataclass(frozen=True)
+class DatasetRecipe:
+    name: str
+    human: bool  # human annotations, resolved
+    ai: bool  # AI annotations (where the prompt has no human ranking, when human is also set)
+    distant: bool  # AI relations filtered by the best model's rewards first
+    debias: bool  # length-balanced pairs
+
+    @property
+    def needs_scores(self) -> bool:
+        return self.ai and self.distant
+
+
+def dataset_recipe(name: str) -> DatasetRecipe:
+    """The recipe of a name in DATASET_RECIPES; UnknownDatasetRecipe names the known ones."""
+    if name not in DATASET_RECIPES:
+        raise UnknownDatasetRecipe(f"dataset recipe {name!r} is unknown; known: {', '.join(DATASET_RECIPES)}")
+    debias = name.endswith(DEBIAS)
+    source = name.removesuffix(DEBIAS)
+    return DatasetRecipe(name, "human" in source, "ai" in source, "distant" in source, debias)
+
+
+@dataclass(frozen=True)
+class AnnotatedPrompt:
+    """One prompt of the store with its annotations' relations by annotator kind (discarded ones removed)."""
+
+    prompt_id: str
+    text: str
+    responses: tuple[Response, ...]
+    human: tuple[Relation, ...] = ()
+    ai: tuple[Relation, ...] = ()
+    category: tuple[str, ...] = ()
+    system_prompt: str | None = None
+    history: tuple[Mapping[str, str], ...] = ()
+
+    def extra(self) -> dict[str, Any]:
+        """The fields of its preference line beyond input, responses and annotations."""
+        out: dict[str, Any] = {"category": list(self.category)} if self.category else {}
+        if self.system_prompt:
+            out["sys_prompt"] = self.system_prompt
+        if self.history:
+            out["history"] = [{"role": t["role"], "content": t["content"]} for t in self.history]
+        return out
+
+
+def without(relations: Sequence[Relation], discarded: set[str] | frozenset[str]) -> tuple[Relation, ...]:
+    return tuple(r for r in relations if r.better not in discarded and r.worse not in discarded)
+
+
+@dataclass
+class DatasetStats:
+    prompts: int = 0  # prompts with at least one pair in the dataset
+    resolved: int = 0  # prompts whose relations were resolved into a ranking (the dataset's "rankings")
+    pairs_before: int = 0  # pairs before length debiasing
+    pairs: int = 0
+    ai_relations_dropped: int = 0  # by distant supervision
+    sources: dict[str, int] = field(default_factory=dict)  # prompts ranked from "human" / "ai" relations
+
+
+def prompt_rank(
+    prompt: AnnotatedPrompt, recipe: DatasetRecipe, scores: Mapping[str, float] | None, stats: DatasetStats
+) -> dict[str, int]:
+    """The prompt's ranking under the recipe ({} when it has no relation the recipe takes)."""
+    if recipe.human and prompt.human:
+        source, relations = "human", list(prompt.human)
+    elif recipe.ai and prompt.ai:
+        source, relations = "ai", list(prompt.ai)
+    else:
+        return {}
+    stats.sources[source] = stats.sources.get(source, 0) + 1
+    stats.resolved += 1
+    if source == "ai" and recipe.distant and scores is not None:
+        filtered = distant_supervision(relations, scores)
+        stats.ai_relations_dropped += len(filtered.dropped)
+        return filtered.resolution.rank
+    return resolve(relations).rank
+
+
+def ranked_pairs(responses: Sequence[Response], rank: Mapping[str, int]) -> list[tuple[str, str]]:
+    """(better id, worse id) for every two ranked responses with different ranks, in response order."""
+    ids = [r.id for r in responses if r.id in rank]
+    return [
+        (a, b) if rank[a] < rank[b] else (b, a) for i, a in enumerate(ids) for b in ids[i + 1 :] if rank[a] != rank[b]
+    ]
+
+
+def preference_pairs(
+    prompts: Sequence[AnnotatedPrompt],
+    recipe: DatasetRecipe,
+    scores: Mapping[str, Mapping[str, float]] | None = None,
+    seed: int = 0,
+) -> tuple[list[PreferenceItem], DatasetStats]:
+    """The dataset's lines, in the given prompt order: each prompt's ranked pairs, debiased when asked.
+
+    `scores` ({prompt id: {response id: reward}}) are the supervisor's rewards for distant supervision;
+    None means there is no supervisor yet, and AI relations are taken unfiltered.
+    """
+    stats = DatasetStats()
+    pairs: list[tuple[tuple[int, str], tuple[int, str]]] = []
+    for n, prompt in enumerate(prompts):
+        rank = prompt_rank(prompt, recipe, None if scores is None else scores.get(prompt.prompt_id, {}), stats)
+        pairs += [((n, better), (n, worse)) for better, worse in ranked_pairs(prompt.responses, rank)]
+    content = {(n, r.id): r.content for n, p in enumerate(prompts) for r in p.responses}
+    kept = length_debias(pairs, lambda key: len(content[key]), seed).pairs if recipe.debias else pairs
+    stats.pairs_before, stats.pairs = len(pairs), len(kept)
+    by_prompt: dict[int, list[tuple[str, str]]] = {}
+    for (n, chosen), (_, rejected) in kept:
+        by_prompt.setdefault(n, []).append((chosen, rejected))
+    items = []
+    for n in sorted(by_prompt):
+        prompt = prompts[n]
+        paired = {i for pair in by_prompt[n] for i in pair}
+        responses = tuple(r for r in prompt.responses if r.id in paired)
+        items.append(PreferenceItem(prompt.text, responses, tuple(by_prompt[n]), prompt.extra()))
+    stats.prompts = len(items)
+    return items, stats

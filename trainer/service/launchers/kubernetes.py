@@ -1,0 +1,186 @@
+"""The Kubernetes launcher: each training is an Indexed Job made from k8s/training/base/job.yaml.
+
+    launcher = KubernetesLauncher(api_client(), namespace="cheems", manifest=load_manifest())
+
+The manifest is loaded and filled (`job_manifest`): the Job is named cheems-train-<training id>, runs
+the same image, volumes (the PVC the training service shares) and hardening as the manifest, with
+`cheems train` arguments for this run; one pod per node (`nodes`), torchrun's c10d rendezvous on
+pod 0 when there are several (through the headless Service `cheems-train` of k8s/training/base,
+which selects every training pod). The handle is the Job's name. Calls go through the official
+client (`kubernetes` on PyPI): create, read and delete `batch/v1` Jobs in one namespace, which is
+all the training service's Role allows (k8s/base/training.yaml).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from pathlib import Path
+from typing import Any, cast
+
+import yaml
+from urllib3.exceptions import HTTPError
+
+from cheems.errors import InvalidInput
+from trainer.service.launchers import LaunchError, LaunchSpec, Status, set_args
+
+log = logging.getLogger(__name__)
+MANIFEST = Path(__file__).resolve().parents[3] / "k8s" / "training" / "base" / "job.yaml"
+RDZV_SERVICE = "cheems-train"  # the headless Service giving pods DNS names (k8s/training/base/service.yaml)
+RDZV_PORT = 29400
+NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def load_manifest(path: str | Path = MANIFEST) -> dict[str, Any]:
+    """The Job manifest to fill; InvalidInput when it cannot be read or is no Job."""
+    try:
+        manifest = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise InvalidInput(f"job manifest {path}: {e}") from None
+    if not isinstance(manifest, dict) or manifest.get("kind") != "Job":
+        raise InvalidInput(f"job manifest {path}: expected a batch/v1 Job")
+    return manifest
+
+
+def job_name(training_id: str) -> str:
+    return f"cheems-train-{training_id}"
+
+
+def job_args(spec: LaunchSpec, name: str, nodes: int) -> list[str]:
+    args = ["train", f"--recipe={spec.recipe}", f"--nproc={spec.nproc}"]
+    if nodes > 1:
+        endpoint = f"{name}-0.{RDZV_SERVICE}:{RDZV_PORT}"
+        args += [f"--nnodes={nodes}", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={name}"]
+    return args + set_args(spec)
+
+
+def job_manifest(manifest: dict[str, Any], spec: LaunchSpec, namespace: str, image: str = "", nodes: int = 1) -> dict:
+    """The manifest filled for one training: name, labels, pods, image and arguments."""
+    name = job_name(spec.training_id)
+    job = copy.deepcopy(manifest)
+    labels = {
+        "app.kubernetes.io/part-of": "cheems",
+        "app.kubernetes.io/component": "training",
+        "cheems.io/training-id": spec.training_id,
+    }
+    job["metadata"] = {"name": name, "namespace": namespace, "labels": labels}
+    job["spec"]["completions"] = job["spec"]["parallelism"] = nodes
+    template = job["spec"]["template"]
+    template.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
+    if nodes > 1:
+        template["spec"]["subdomain"] = RDZV_SERVICE
+    else:
+        template["spec"].pop("subdomain", None)
+    container = template["spec"]["containers"][0]
+    container["image"] = image or container["image"]
+    container["args"] = job_args(spec, name, nodes)
+    for side in ("requests", "limits"):  # quantities are strings to the client (YAML reads `8` as an int)
+        amounts = container.get("resources", {}).get(side, {})
+        amounts.update({k: str(v) for k, v in amounts.items()})
+    return job
+
+
+def api_client() -> Any:
+    """A client for the cluster this runs in (its service account), else the current kubeconfig context."""
+    from kubernetes import client, config
+
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        try:
+            config.load_kube_config()
+        except (config.ConfigException, OSError) as e:
+            raise LaunchError(f"no Kubernetes API: not in a cluster, and no usable kubeconfig ({e})") from None
+    return client.ApiClient()
+
+
+def current_namespace(default: str = "default") -> str:
+    """The pod's own namespace when running in one."""
+    try:
+        return NAMESPACE_FILE.read_text(encoding="utf-8").strip() or default
+    except OSError:
+        return default
+
+
+def api_message(error: Any) -> str:
+    """`<status> <reason>: <message>` of an ApiException (the Status object's message when it sent one)."""
+    try:
+        message = json.loads(error.body or "{}").get("message", "")
+    except (ValueError, AttributeError):
+        message = str(error.body or "")
+    return f"{error.status} {error.reason}" + (f": {message}" if message else "")
+
+
+class KubernetesLauncher:
+    kind = "kubernetes"
+
+    def __init__(self, client: Any, namespace: str, manifest: dict[str, Any], image: str = "", nodes: int = 1) -> None:
+        from kubernetes.client import BatchV1Api
+
+        if nodes < 1:
+            raise ValueError(f"nodes must be >= 1, got {nodes}")
+        self.batch = BatchV1Api(client)
+        self.namespace, self.manifest, self.image, self.nodes = namespace, manifest, image, nodes
+
+    def start(self, spec: LaunchSpec) -> str:
+        from kubernetes.client.exceptions import ApiException
+
+        body = job_manifest(self.manifest, spec, self.namespace, self.image, self.nodes)
+        name = body["metadata"]["name"]
+        try:
+            self.batch.create_namespaced_job(self.namespace, cast(Any, body))  # the client takes the plain dict
+        except ApiException as e:
+            if e.status == 409:  # created before a restart of the service: watch that one
+                log.info("training %s: Job %s exists already", spec.training_id, name)
+                return str(name)
+            raise LaunchError(
+                f"the Kubernetes API refused to create Job {name} in namespace {self.namespace}: {api_message(e)}"
+            ) from None
+        except (HTTPError, OSError) as e:  # no API server there
+            raise LaunchError(f"cannot reach the Kubernetes API to create Job {name}: {e}") from None
+        except ValueError as e:  # the client's own check of the Job (pydantic)
+            raise LaunchError(f"the Job made from the manifest is not valid: {e}") from None
+        log.info("training %s: created Job %s/%s", spec.training_id, self.namespace, name)
+        return str(name)
+
+    def status(self, handle: str, out_dir: str) -> Status:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            job = self.batch.read_namespaced_job(handle, self.namespace)
+        except ApiException as e:
+            if e.status == 404:
+                return Status("gone")
+            log.warning("reading Job %s: %s", handle, api_message(e))
+            return Status("running")  # a passing API error is not the training's end
+        except Exception as e:
+            log.warning("reading Job %s: %s", handle, e)
+            return Status("running")
+        return job_status(job)
+
+    def stop(self, handle: str) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self.batch.delete_namespaced_job(handle, self.namespace, propagation_policy="Background")
+        except ApiException as e:
+            if e.status != 404:
+                raise LaunchError(f"the Kubernetes API refused to delete Job {handle}: {api_message(e)}") from None
+
+
+def job_status(job: Any) -> Status:
+    """A Job's phase from its status: the Complete or Failed condition, else the succeeded count."""
+    status = job.status
+    for condition in status.conditions or []:
+        if condition.status != "True":
+            continue
+        if condition.type in ("Complete", "SuccessCriteriaMet"):
+            return Status("succeeded")
+        if condition.type in ("Failed", "FailureTarget"):
+            why = ": ".join(x for x in (condition.reason, condition.message) if x)
+            return Status("failed", f"Job {job.metadata.name} failed: {why or 'no reason given'}")
+    completions = job.spec.completions or 1
+    if (status.succeeded or 0) >= completions:
+        return Status("succeeded")
+    return Status("running")

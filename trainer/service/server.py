@@ -1,0 +1,147 @@
+"""gRPC adapter of `cheems.v1.TrainingService`, and `cheems service training`.
+
+    cheems service training --db URL --bootstrap HOST:9092 --data-dir out/cheems --model out/models/tiny
+        [--recipe tiny-cpu] [--dataset-recipe human-debias] [--auto-after 50] [--launcher local|kubernetes]
+
+Each method decodes the request, calls `TrainingService` and encodes its rows
+(`trainer.service.messages`). Errors are kinds of `cheems.errors`, mapped by
+`services.grpc_errors.abort`: INVALID_ARGUMENT for an unknown recipe, a bad override or a dataset
+with no pair (nothing stored), NOT_FOUND for an unknown dataset or training, FAILED_PRECONDITION to
+cancel a training that has ended. On start the service re-attaches to the trainings recorded as
+running; on SIGTERM it stops watching them, and they go on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from cheems.errors import CheemsError
+from cheems.v1 import training_pb2
+from services.bus.client import Publisher
+from services.grpc_errors import abort
+from services.hosting import GrpcHost, HostConfig, checked_handler
+from trainer.service.auto import AutoTrainer
+from trainer.service.config import TrainingConfig
+from trainer.service.launchers import Launcher
+from trainer.service.messages import dataset_message, model_message, training_message
+from trainer.service.trainings import TrainingService
+
+log = logging.getLogger(__name__)
+SERVICE = "cheems.v1.TrainingService"
+
+
+class TrainingServicer:
+    def __init__(self, service: TrainingService) -> None:
+        self.service = service
+
+    def _run(self, context: grpc.ServicerContext, work: Callable[[], Any]) -> Any:
+        try:
+            return work()
+        except CheemsError as e:
+            abort(context, e)
+
+    def CreateDataset(self, request: Any, context: grpc.ServicerContext) -> training_pb2.Dataset:
+        return self._run(context, lambda: dataset_message(self.service.create_dataset(request.recipe)[0]))
+
+    def ListDatasets(self, request: Any, context: grpc.ServicerContext) -> training_pb2.ListDatasetsResponse:
+        return self._run(
+            context,
+            lambda: training_pb2.ListDatasetsResponse(
+                datasets=[dataset_message(d) for d in self.service.list_datasets()]
+            ),
+        )
+
+    def StartTraining(self, request: Any, context: grpc.ServicerContext) -> training_pb2.Training:
+        def work() -> training_pb2.Training:
+            training = self.service.start_training(
+                request.dataset_id, request.dataset_recipe, request.recipe, dict(request.overrides)
+            )
+            return training_message(training)
+
+        return self._run(context, work)
+
+    def GetTraining(self, request: Any, context: grpc.ServicerContext) -> training_pb2.Training:
+        return self._run(context, lambda: training_message(self.service.get_training(request.training_id)))
+
+    def ListTrainings(self, request: Any, context: grpc.ServicerContext) -> training_pb2.ListTrainingsResponse:
+        return self._run(
+            context,
+            lambda: training_pb2.ListTrainingsResponse(
+                trainings=[training_message(t) for t in self.service.list_trainings()]
+            ),
+        )
+
+    def CancelTraining(self, request: Any, context: grpc.ServicerContext) -> training_pb2.Training:
+        return self._run(context, lambda: training_message(self.service.cancel_training(request.training_id)))
+
+    def ListModels(self, request: Any, context: grpc.ServicerContext) -> training_pb2.ListModelsResponse:
+        return self._run(
+            context,
+            lambda: training_pb2.ListModelsResponse(models=[model_message(m) for m in self.service.list_models()]),
+        )
+
+
+def host(service: TrainingService, config: HostConfig) -> GrpcHost:
+    """The servicer on a GrpcHost (health, reflection), serving as soon as it is started."""
+    descriptor = training_pb2.DESCRIPTOR.services_by_name["TrainingService"]
+    servicer = TrainingServicer(service)
+    grpc_host = GrpcHost(
+        config, lambda server: server.add_generic_rpc_handlers((checked_handler(servicer, descriptor),)), [SERVICE]
+    )
+    grpc_host.set_serving(True)
+    return grpc_host
+
+
+def make_launcher(config: TrainingConfig) -> Launcher:
+    """The launcher the config names: a local process group, or Jobs in this pod's (or the given) namespace."""
+    if config.launcher == "local":
+        from trainer.service.launchers.local import LocalLauncher
+
+        return LocalLauncher()
+    from trainer.service.launchers.kubernetes import (
+        MANIFEST,
+        KubernetesLauncher,
+        api_client,
+        current_namespace,
+        load_manifest,
+    )
+
+    manifest = load_manifest(config.job_manifest or MANIFEST)
+    namespace = config.namespace or current_namespace()
+    return KubernetesLauncher(api_client(), namespace, manifest, config.image, config.nodes)
+
+
+def serve(db: str, bootstrap: str, config: TrainingConfig, on_ready: Callable[[int], None] | None = None) -> None:
+    """`cheems service training`: expects a migrated database (`cheems db upgrade`), runs until SIGTERM.
+
+    Without a bootstrap no events are published and no automatic training is possible.
+    `on_ready(port)` runs once the server listens.
+    """
+    from services.store.db import StoreConfig, create_engine_for
+
+    publisher = Publisher(bootstrap, max_block_ms=10000) if bootstrap else None
+    service = TrainingService(create_engine_for(StoreConfig(db)), config, make_launcher(config), publisher)
+    grpc_host = host(service, HostConfig(port=config.port, host=config.host)).start()
+    recovered = service.recover()
+    auto = AutoTrainer(service)
+    if config.auto_after:
+        auto.start(bootstrap)
+    log.info(
+        "training serving on %s:%d (%s launcher, data in %s; re-attached to %d trainings; auto %s)",
+        *(config.host, grpc_host.port, config.launcher, service.data_dir, recovered),
+        f"after {config.auto_after} rankings" if config.auto_after else "off",
+    )
+    if on_ready is not None:
+        on_ready(grpc_host.port)
+
+    def stop() -> None:
+        auto.close()
+        service.close()
+
+    grpc_host.wait_for_signal(on_stop=stop)
+    if publisher is not None:
+        publisher.close()

@@ -1,0 +1,178 @@
+"""The training service's work, transport-free: datasets, trainings, their runs, and the models they make.
+
+    service = TrainingService(engine, TrainingConfig(data_dir="out/cheems"), LocalLauncher(), publisher)
+    service.recover()                                  # re-attach to the trainings recorded as running
+    training = service.start_training(dataset_recipe="human-debias", overrides={"epochs": "1"})
+
+A training is recorded (pending), launched (running, with the launcher's handle) and watched by a
+monitor thread (`trainer.service.monitor`), which records its progress and, when it ends, registers
+its model (publishing a ModelEvent) or records why it failed. A request the service cannot take
+(an unknown recipe, an override of a field that is no TrainConfig's, a dataset with no pair) raises
+an InvalidInput before anything is stored; a launch the launcher refuses (Kubernetes answering 403)
+leaves the training failed with that error. The gRPC adapter is `trainer.service.server`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+from sqlalchemy.engine import Engine
+
+from cheems.errors import Conflict, InvalidInput
+from services.bus.client import Publisher
+from services.store import registry
+from services.store.db import session_scope
+from services.store.models import Dataset, RegisteredModel, Training
+from trainer.datasets.build import DatasetOptions, create_dataset
+from trainer.recipes import recipe as training_recipe
+from trainer.service.config import TrainingConfig
+from trainer.service.launchers import RESERVED, Launcher, LaunchError, LaunchSpec
+from trainer.service.monitor import Monitor
+
+log = logging.getLogger(__name__)
+ACTIVE = ("pending", "running")
+
+
+class BadTrainingRequest(InvalidInput):
+    """A StartTraining request naming an unknown recipe or overriding a field it may not."""
+
+
+class TrainingService:
+    def __init__(
+        self, engine: Engine, config: TrainingConfig, launcher: Launcher, publisher: Publisher | None = None
+    ) -> None:
+        self.engine, self.config, self.launcher, self.publisher = engine, config, launcher, publisher
+        self.data_dir = Path(config.data_dir).absolute()  # the launched runs may work elsewhere
+        self.lock = threading.RLock()  # start, cancel and a run's end are decided one at a time
+        self.monitor = Monitor(self)
+
+    # datasets
+
+    def create_dataset(self, recipe: str = "") -> tuple[Dataset, bool]:
+        options = DatasetOptions(str(self.data_dir), self.config.seed)
+        return create_dataset(self.engine, recipe or self.config.dataset_recipe, options, self.publisher)
+
+    def list_datasets(self) -> list[Dataset]:
+        with session_scope(self.engine) as session:
+            return registry.list_datasets(session)
+
+    # trainings
+
+    def start_training(
+        self,
+        dataset_id: str = "",
+        dataset_recipe: str = "",
+        recipe: str = "",
+        overrides: Mapping[str, str] | None = None,
+    ) -> Training:
+        """Record and launch a training on the dataset (a new one made with `dataset_recipe` when none is named)."""
+        recipe, overrides = recipe or self.config.recipe, {**self.config.overrides, **dict(overrides or {})}
+        check_request(recipe, overrides)
+        if dataset_id:
+            with session_scope(self.engine) as session:
+                dataset_id = registry.get_dataset(session, dataset_id).id
+        else:
+            dataset_id = self.create_dataset(dataset_recipe)[0].id
+        with self.lock, session_scope(self.engine) as session:
+            out_dir = str(self.data_dir / "trainings" / "{id}")
+            training = registry.create_training(session, dataset_id, recipe, overrides, self.launcher.kind, out_dir)
+            training_id = training.id
+        log.info("training %s: recipe %s on dataset %s", training_id, recipe, dataset_id[:12])
+        self.launch(training_id)
+        return self.get_training(training_id)
+
+    def launch(self, training_id: str) -> None:
+        """Start the training's run (resuming from its checkpoints, when it has some) and watch it."""
+        with self.lock:
+            with session_scope(self.engine) as session:
+                training = registry.get_training(session, training_id)
+                dataset = registry.get_dataset(session, training.dataset_id)
+                if training.state not in ACTIVE:
+                    return
+            spec = LaunchSpec(
+                training.id,
+                training.recipe,
+                dataset.path,
+                training.out_dir,
+                self.config.model,
+                {k: str(v) for k, v in (training.overrides or {}).items()},
+                self.config.nproc,
+            )
+            try:
+                handle = self.launcher.start(spec)
+            except LaunchError as e:
+                log.error("training %s: %s", training_id, e)
+                self.update(training_id, state="failed", error=str(e))
+                return
+            self.update(training_id, state="running", handle=handle)
+        self.monitor.watch(training_id)
+
+    def get_training(self, training_id: str) -> Training:
+        with session_scope(self.engine) as session:
+            return registry.get_training(session, training_id)
+
+    def list_trainings(self) -> list[Training]:
+        with session_scope(self.engine) as session:
+            return registry.list_trainings(session)
+
+    def cancel_training(self, training_id: str) -> Training:
+        """Stop the run and mark the training cancelled; a training that already ended is a Conflict."""
+        with self.lock:
+            training = self.get_training(training_id)
+            if training.state not in ACTIVE:
+                raise Conflict(f"training {training_id} has ended ({training.state}): nothing to cancel")
+            self.update(training_id, state="cancelled")
+            if training.handle:
+                self.launcher.stop(training.handle)
+        log.info("training %s: cancelled", training_id)
+        return self.get_training(training_id)
+
+    def list_models(self) -> list[RegisteredModel]:
+        with session_scope(self.engine) as session:
+            return registry.list_models(session)
+
+    def active(self) -> list[Training]:
+        with session_scope(self.engine) as session:
+            return registry.list_trainings(session, ACTIVE)
+
+    # lifecycle
+
+    def recover(self) -> int:
+        """Re-attach to the trainings recorded as pending or running (after a restart); returns how many."""
+        trainings = self.active()
+        for training in trainings:
+            if training.launcher != self.launcher.kind:
+                log.warning(
+                    "training %s runs on %s, this service launches %s: not watched",
+                    *(training.id, training.launcher, self.launcher.kind),
+                )
+                continue
+            log.info("training %s: re-attaching (%s, handle %s)", training.id, training.state, training.handle)
+            if training.state == "pending" or not training.handle:
+                self.launch(training.id)
+            else:
+                self.monitor.watch(training.id)
+        return len(trainings)
+
+    def close(self) -> None:
+        """Stop watching (the runs go on; a restarted service re-attaches to them)."""
+        self.monitor.close()
+
+    def update(self, training_id: str, **changes: object) -> None:
+        """Record progress or state (a training that ended keeps its state)."""
+        with session_scope(self.engine) as session:
+            registry.update_training(session, training_id, **changes)
+
+
+def check_request(recipe: str, overrides: dict[str, str]) -> None:
+    """BadTrainingRequest for an unknown recipe, a reserved or unknown field, or a value of the wrong type."""
+    reserved = sorted(set(overrides) & set(RESERVED))
+    if reserved:
+        raise BadTrainingRequest(f"overrides: {', '.join(reserved)} is set by the training service")
+    try:
+        training_recipe(recipe).with_overrides([f"{k}={v}" for k, v in overrides.items()])
+    except ValueError as e:
+        raise BadTrainingRequest(f"{'overrides' if 'unknown recipe' not in str(e) else 'recipe'}: {e}") from None

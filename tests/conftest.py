@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +27,36 @@ from tests.web.browser import browser, page, screenshot  # noqa: F401  (browser 
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files holding a test marked `slow` (real processes: Triton, torchrun, the services) run first.
+
+    `make test` hands whole files to its workers (`--dist loadfile`) in collection order; a long file handed
+    out last keeps one worker busy while the others idle. Slow first, the run ends on short files. The sort is
+    stable, so each group keeps its order. `-m "not slow"` gives a quick run of the rest.
+    """
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """`tiny_checkpoint(hidden_size=32, layers=2, seed=0)`: `init_tiny_model` made once per test session (per
+    xdist worker) for each set of arguments and shared by every test folder. Treat it as read-only: copy it
+    first to change it."""
+    from trainer.tiny import init_tiny_model
+
+    made: dict[tuple[int, int, int], Path] = {}
+
+    def make(hidden_size: int = 32, layers: int = 2, seed: int = 0) -> Path:
+        key = (hidden_size, layers, seed)
+        if key not in made:
+            folder = tmp_path_factory.mktemp(f"tiny-h{hidden_size}-l{layers}-s{seed}")
+            made[key] = init_tiny_model(folder / "tiny", hidden_size, layers, seed)
+        return made[key]
+
+    return make
 
 
 @pytest.fixture

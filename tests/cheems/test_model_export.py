@@ -22,6 +22,8 @@ from cheems.chat import Conversation, encode, render
 from cheems.model import describe_checkpoint, load_model, stripped_template
 from trainer.tiny import CHAT_TEMPLATE, build_model, build_tokenizer, init_tiny_model
 
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+
 CONVERSATIONS = [
     Conversation("你好", "你好！有什么可以帮你？"),
     Conversation("1+1等于几？", "等于2。", "你是一位耐心的数学老师。"),

@@ -16,7 +16,6 @@ from services.bus.broker import EmbeddedBroker
 from services.bus.client import EventConsumer
 from services.scorer.config import ScorerConfig
 from services.scorer.runtime import ScorerServer
-from trainer.tiny import init_tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +34,8 @@ def fresh_broker() -> Iterator[EmbeddedBroker]:
 
 
 @pytest.fixture(scope="session")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return init_tiny_model(tmp_path_factory.mktemp("m") / "tiny", hidden_size=32)
+def checkpoint(tiny_checkpoint: Callable[..., Path]) -> Path:
+    return tiny_checkpoint(hidden_size=32, seed=0)
 
 
 def serving(checkpoint: Path, model_id: str, port: int = 0) -> ScorerServer:

@@ -37,6 +37,8 @@ from services.store import repository
 from services.store.db import session_scope
 from services.store.models import EvalRun, EvalScore
 
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 
 

@@ -10,6 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

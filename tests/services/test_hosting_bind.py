@@ -4,7 +4,7 @@ port and split the connections between two processes. Scorer (gRPC and HTTP port
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from pathlib import Path
 
@@ -17,14 +17,15 @@ from cheems.v1 import reward_pb2, reward_pb2_grpc
 from services.hosting import GrpcHost, HostConfig
 from services.scorer.config import ScorerConfig
 from services.scorer.runtime import ScorerServer
-from trainer.tiny import init_tiny_model
+
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
 REQUEST = reward_pb2.ScoreRequest(prompt="你好", responses=["你好！", "您好，有什么可以帮您？"])
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return init_tiny_model(tmp_path_factory.mktemp("bind-model") / "tiny", hidden_size=32, layers=2, seed=1)
+def model(tiny_checkpoint: Callable[..., Path]) -> Path:
+    return tiny_checkpoint(hidden_size=32, layers=2, seed=1)
 
 
 def config(model: Path, grpc_port: int = 0, http_port: int = 0) -> ScorerConfig:

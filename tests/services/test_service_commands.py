@@ -43,6 +43,8 @@ from services.store.migrate import head_revision
 from services.store.models import Prompt, Response
 from tests.services.processes import CHEEMS, SERVING, Service
 
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 BENCH = [str(SAMPLE / "open.jsonl"), str(SAMPLE / "human.jsonl")]
 

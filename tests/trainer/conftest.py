@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +30,10 @@ def broker() -> Iterator[EmbeddedBroker]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory, tokenizer: Any) -> Path:
-    """`init_tiny_model(dir, hidden_size=32, layers=2, seed=1)`, made with the session's tokenizer."""
-    from cheems.model import save_model
-    from trainer.tiny import build_model
-
-    model = build_model(tokenizer, hidden_size=32, layers=2, seed=1)
-    return save_model(model, tokenizer, tmp_path_factory.mktemp("base") / "tiny")
+@pytest.fixture(scope="session")
+def tiny_model(tiny_checkpoint: Callable[..., Path]) -> Path:
+    """`init_tiny_model(dir, hidden_size=32, layers=2, seed=1)`, shared by the session (read-only)."""
+    return tiny_checkpoint(hidden_size=32, layers=2, seed=1)
 
 
 def read_events(bootstrap: str, topic: str, want: int = 1, timeout: float = 30.0, idle: float = 2.0) -> list[Any]:

@@ -14,6 +14,8 @@ import pytest
 from services.bus.broker import free_port
 from trainer.launch import DEFAULT_RDZV_PORT, LaunchConfig, torchrun_args
 
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 
 

@@ -10,14 +10,13 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from trainer.data import Dataset, Example, LengthStats
 from trainer.report import Progress, configure_logging, describe_data, summary
-from trainer.tiny import init_tiny_model
 from trainer.train import parse_args
 
 # max_length 64 drops some of the sample's responses (16 of 87), so the counts have something to say
@@ -29,8 +28,8 @@ COUNTS = re.compile(
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return init_tiny_model(tmp_path_factory.mktemp("model") / "tiny", hidden_size=32, layers=2, seed=0)
+def tiny(tiny_checkpoint: Callable[..., Path]) -> Path:
+    return tiny_checkpoint(hidden_size=32, layers=2, seed=0)
 
 
 @pytest.mark.parametrize("nproc", ["1", "2"], ids=["one-process", "torchrun"])

@@ -7,6 +7,7 @@ import os
 import random
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,8 +22,9 @@ from cheems.model import load_model
 from trainer.config import TrainConfig
 from trainer.distributed import World
 from trainer.evaluation import evaluate_model
-from trainer.tiny import init_tiny_model
 from trainer.train import train
+
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
 TOPICS = ["天气", "历史", "数学", "编程", "旅行", "美食", "音乐", "健康", "法律", "教育", "体育", "电影"]
 GOOD = ["谢谢提问，下面给出详细、准确的解答。", "这是一个好问题，答案如下，并附上理由。"]
@@ -51,8 +53,8 @@ def synthetic_bench(path: Path, prompts: range, seed: int) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return init_tiny_model(tmp_path_factory.mktemp("model") / "tiny", hidden_size=32, layers=2, seed=0)
+def tiny(tiny_checkpoint: Callable[..., Path]) -> Path:
+    return tiny_checkpoint(hidden_size=32, layers=2, seed=0)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import re
 import urllib.error
 import urllib.request
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -30,7 +30,8 @@ from services.store.migrate import upgrade
 from tests.conftest import _postgres_schema
 from tests.evaluator.leaderboard.data import BENCH, SCORED, Board, fill, stored_result, stored_scores
 from tests.web.conftest import serve_asgi
-from trainer.tiny import init_tiny_model
+
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
 
 @dataclass
@@ -39,8 +40,8 @@ class Served(Board):
 
 
 @pytest.fixture(scope="module")
-def other_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return init_tiny_model(tmp_path_factory.mktemp("m2") / "tiny", hidden_size=32, seed=1)
+def other_checkpoint(tiny_checkpoint: Callable[..., Path]) -> Path:
+    return tiny_checkpoint(hidden_size=32, seed=1)
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])

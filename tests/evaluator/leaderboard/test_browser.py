@@ -21,7 +21,8 @@ from services.store.db import StoreConfig, create_engine_for
 from services.store.migrate import upgrade
 from tests.evaluator.leaderboard.data import SCORED, Board, fill, score, stored_result
 from tests.web.conftest import serve_asgi
-from trainer.tiny import init_tiny_model
+
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
 Shot = Callable[[Any, str], Path]
 
@@ -32,9 +33,14 @@ class Served(Board):
 
 
 @pytest.fixture(scope="module")
-def board(tmp_path_factory: pytest.TempPathFactory, checkpoint: Path, broker: EmbeddedBroker) -> Iterator[Served]:
+def board(
+    tmp_path_factory: pytest.TempPathFactory,
+    checkpoint: Path,
+    broker: EmbeddedBroker,
+    tiny_checkpoint: Callable[..., Path],
+) -> Iterator[Served]:
     tmp = tmp_path_factory.mktemp("board")
-    other = init_tiny_model(tmp / "other", hidden_size=32, seed=1)
+    other = tiny_checkpoint(hidden_size=32, seed=1)
     url = f"sqlite:///{tmp / 'board.db'}"
     upgrade(url)
     engine = create_engine_for(StoreConfig(url))

@@ -41,6 +41,8 @@ from services.store.migrate import upgrade
 from services.store.models import EvalRun
 from tests.evaluator.conftest import serving
 
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+
 HUMAN = Path(__file__).resolve().parents[3] / "data" / "sample" / "human.jsonl"
 MODEL = "rm-0123456789abcdef"
 

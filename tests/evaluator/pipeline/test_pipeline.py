@@ -42,6 +42,8 @@ from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
 from services.store.models import EvalRun, EvalScore
 
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "sample"
 BENCH = [str(SAMPLE / "open.jsonl"), str(SAMPLE / "human.jsonl")]
 

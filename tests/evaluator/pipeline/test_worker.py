@@ -33,6 +33,8 @@ from services.store import repository
 from services.store.db import session_scope
 from tests.evaluator.conftest import serving
 
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+
 HUMAN = Path(__file__).resolve().parents[3] / "data" / "sample" / "human.jsonl"
 QUICK = WorkerConfig(model_wait=0.5, initial_backoff=0.1, max_backoff=0.2)
 

@@ -12,8 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from cheems.formats.cheemsbench import read_bench
 from trainer.data import read_groups
+
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "sample"
 

@@ -33,6 +33,8 @@ from services.store.validate import prompt_id_for
 from tests.services.processes import CHEEMS, wait_for
 from tests.services.processes import Service as Process
 
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+
 
 @pytest.fixture
 def start(tmp_path: Path) -> Iterator[Callable[..., Process]]:

@@ -14,6 +14,8 @@ from services.bus.broker import EmbeddedBroker
 from services.bus.client import MAX_POLL_RECORDS, Delivery, EventConsumer, Publisher
 from services.bus.codec import BadMessage, decode, encode
 
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[EmbeddedBroker]:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,6 @@ from services.scorer.runtime import ScorerServer
 from services.store.db import StoreConfig, create_engine_for
 from services.store.migrate import upgrade
 from tests.services.scorer.models.following import expected_scores, register
-from trainer.tiny import init_tiny_model
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -31,8 +30,8 @@ def no_scorer_environment() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return init_tiny_model(tmp_path_factory.mktemp("scorer-model") / "tiny", hidden_size=32, layers=2, seed=1)
+def tiny_model(tiny_checkpoint: Callable[..., Path]) -> Path:
+    return tiny_checkpoint(hidden_size=32, layers=2, seed=1)
 
 
 def running(model: Path, **changes: object) -> Iterator[ScorerServer]:
@@ -72,13 +71,15 @@ def broker() -> Iterator[EmbeddedBroker]:
 
 
 @pytest.fixture(scope="session")
-def checkpoints(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def checkpoints(
+    tiny_model: Path, tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Callable[..., Path]
+) -> dict[str, Path]:
     """Two tiny models of different seeds, and a directory that is no model."""
     root = tmp_path_factory.mktemp("follow")
     broken = root / "broken"
     broken.mkdir()
     (broken / "config.json").write_text("{不是 JSON", encoding="utf-8")
-    two = init_tiny_model(root / "two", hidden_size=32, layers=2, seed=2)
+    two = tiny_checkpoint(hidden_size=32, layers=2, seed=2)
     return {"one": tiny_model, "two": two, "broken": broken}
 
 

@@ -19,6 +19,8 @@ from cheems.v1 import reward_pb2, reward_pb2_grpc
 from services.scorer.runtime import ScorerServer
 from tests.services.scorer.conftest import running
 
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+
 AUTH = [("authorization", "Bearer s3cret")]  # strict_server's token
 PROMPT = "请用一句话介绍长城。"
 GOOD = reward_pb2.ScoreRequest(prompt="你好", responses=["你好！", "您好，有什么可以帮您？"])

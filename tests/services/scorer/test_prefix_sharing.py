@@ -25,6 +25,8 @@ from services.scorer.batching import bucket_length
 from services.scorer.config import ScorerConfig
 from services.scorer.runtime import ScorerServer
 
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+
 Rows = list[list[int]]  # one packed forward: the lengths of each row's member sequences
 
 HISTORY = [

@@ -17,7 +17,10 @@ from services.scorer.client import RewardClient
 from services.scorer.runtime import ScorerServer
 
 # transformers 5 renames gradient checkpointing; TRL 1.16 still calls the old names
-pytestmark = pytest.mark.filterwarnings("ignore:.*gradient_checkpointing:FutureWarning:transformers")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore:.*gradient_checkpointing:FutureWarning:transformers"),
+]
 NUM_GENERATIONS, STEPS = 4, 2
 PLAIN = ["写一句关于春天的诗。", "介绍一下长城。"]
 CONVERSATIONAL = [

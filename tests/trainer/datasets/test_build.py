@@ -23,6 +23,8 @@ from tests.trainer.conftest import read_events
 from trainer.datasets.build import DatasetOptions, create_dataset
 from trainer.datasets.recipes import EmptyDataset, UnknownDatasetRecipe
 
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+
 JIA = ("什么是奖励模型？", [("a", "打分的模型"), ("b", "一种评价回答的模型"), ("c", "不知")])
 YI = ("你好", [("x", "你好！"), ("y", "嗯")])
 BING = ("一加一", [("p", "二"), ("q", "三"), ("r", "乱码乱码")])

@@ -27,6 +27,8 @@ from tests.conftest import _postgres_schema
 from tests.trainer.conftest import read_events, seed_sample
 from trainer.service.launchers.local import alive, parse_handle
 
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+
 FAST = {"max_length": "128", "micro_batch_size": "8", "eval_files": ""}  # no evaluation: quicker
 State = training_pb2.TrainingState
 

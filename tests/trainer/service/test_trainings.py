@@ -27,6 +27,8 @@ from trainer.service.launchers.local import LocalLauncher, alive
 from trainer.service.server import host
 from trainer.service.trainings import TrainingService
 
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+
 FAST = {"epochs": "1", "max_length": "128", "micro_batch_size": "8"}
 State = training_pb2.TrainingState
 

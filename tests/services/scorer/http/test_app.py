@@ -22,6 +22,8 @@ from services.scorer.runtime import ScorerServer
 from services.scorer.triton.model import free_port
 from tests.services.scorer.conftest import running
 
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+
 PROMPT = "请用一句话介绍长城。"
 RESPONSES = ["长城是中国古代修建的军事防御工程，绵延上万里。", "不知道。", "The Great Wall 很长 very long。"]
 PAD = "<|endoftext|>"

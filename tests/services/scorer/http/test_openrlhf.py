@@ -27,6 +27,8 @@ from cheems.chat import Conversation, encode_many
 from cheems.forward import forward_rewards
 from cheems.model import load_model
 
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+
 TOKEN = "f3a9c1d7e5b2"
 PROMPTS = [
     "请用一句话介绍长城。",

@@ -19,6 +19,8 @@ from services.scorer.backends import TorchBackend, TritonBackend
 from services.scorer.triton.model import free_port
 from services.scorer.triton.repository import export_triton_repository
 
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+
 
 def backend_dir(tmp: Path) -> Path:
     """Triton's Python backend with the stub built for this Python (PyTriton ships one per version)."""

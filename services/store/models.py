@@ -35,6 +35,9 @@ TASK_KINDS = ("triple", "pair")
 TASK_STATUSES = ("open", "done")
 ANNOTATION_KINDS = ("human", "ai")
 EXPORT_KINDS = ("bench", "preference")
+MODEL_STATES = ("candidate", "evaluated", "production", "rejected", "retired")
+MODEL_SOURCES = ("training", "registered")
+MODEL_ACTIONS = ("registered", "evaluated", "promoted", "demoted", "rolled_back", "rejected", "retired")
 
 
 def utcnow() -> datetime:
@@ -221,18 +224,50 @@ class Training(Base):
 
 
 class RegisteredModel(Base):
-    """A reward model a training run exported: a standard AutoModelForSequenceClassification directory."""
+    """A reward model: a standard AutoModelForSequenceClassification directory, exported by a training run
+    (source "training") or registered from anywhere (`cheems models register`, source "registered": no
+    dataset, recipe or training). `state` is where it stands in the lifecycle (services.store.lifecycle)."""
 
     __tablename__ = "models"
+    __table_args__ = (_one_of("state", MODEL_STATES), _one_of("source", MODEL_SOURCES))
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     path: Mapped[str] = mapped_column(Text)
-    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"))
-    recipe: Mapped[str] = mapped_column(String(64))
-    dataset_recipe: Mapped[str] = mapped_column(String(64))
-    training_id: Mapped[str] = mapped_column(ForeignKey("trainings.id"), unique=True)
+    dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id"))
+    recipe: Mapped[str | None] = mapped_column(String(64))
+    dataset_recipe: Mapped[str | None] = mapped_column(String(64))
+    training_id: Mapped[str | None] = mapped_column(ForeignKey("trainings.id"), unique=True)
     overall: Mapped[float | None]  # CheemsBench overall at the end of training, when evaluated there
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    state: Mapped[str] = mapped_column(String(16), default="candidate")
+    source: Mapped[str] = mapped_column(String(16), default="training")
+
+
+class ModelAlias(Base):
+    """A name that points at one model (`production`); its row is locked by every change of what it names."""
+
+    __tablename__ = "model_aliases"
+
+    alias: Mapped[str] = mapped_column(String(64), primary_key=True)
+    model_id: Mapped[str | None] = mapped_column(ForeignKey("models.id"))
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ModelTransition(Base):
+    """One step of a model's lifecycle, kept forever: who (a person or a policy) moved it, from where, why."""
+
+    __tablename__ = "model_transitions"
+    __table_args__ = (_one_of("action", MODEL_ACTIONS),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)  # the order of the steps
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id"), index=True)
+    action: Mapped[str] = mapped_column(String(16))
+    from_state: Mapped[str | None] = mapped_column(String(16))
+    to_state: Mapped[str] = mapped_column(String(16))
+    actor: Mapped[str] = mapped_column(String(200))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    details: Mapped[dict[str, Any]]
+    at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class OutboxEvent(Base):

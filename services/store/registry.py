@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from services.store import lifecycle
 from services.store import validate as v
 from services.store.errors import InvalidRecord, UnknownDataset, UnknownModel, UnknownTraining
 from services.store.models import (
@@ -159,10 +160,13 @@ def register_model(
         training_id=training.id,
         overall=overall,
         created_at=utcnow(),
+        state="candidate",
+        source="training",
     )
     session.add(model)
     training.state, training.model_id, training.updated_at = "succeeded", model_id, utcnow()
     session.flush()
+    lifecycle.record(session, model, "registered", "candidate", "training", f"trained by {training.id}", path=path)
     return model, True
 
 

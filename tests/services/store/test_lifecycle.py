@@ -164,7 +164,7 @@ def test_a_promotion_racing_rollbacks_leaves_one_production_model(engine: Engine
                         lifecycle.rollback(s, f"person:{index}")
                     else:
                         lifecycle.promote(s, ids[(index + round_) % 4], f"person:{index}")
-        except BaseException as e:  # noqa: BLE001 - reported below
+        except BaseException as e:  # reported below
             errors.append(e)
 
     threads = [threading.Thread(target=act, args=(i,)) for i in range(6)]

@@ -42,18 +42,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
-    """`tiny_checkpoint(hidden_size=32, layers=2, seed=0)`: `init_tiny_model` made once per test session (per
-    xdist worker) for each set of arguments and shared by every test folder. Treat it as read-only: copy it
-    first to change it."""
+    """`tiny_checkpoint(hidden_size=32, layers=2, seed=0, name="tiny")`: `init_tiny_model` into a folder `name`,
+    made once per test session (per xdist worker) for each set of arguments and shared by every test folder.
+    Treat it as read-only: copy it first to change it."""
     from trainer.tiny import init_tiny_model
 
-    made: dict[tuple[int, int, int], Path] = {}
+    made: dict[tuple[int, int, int, str], Path] = {}
 
-    def make(hidden_size: int = 32, layers: int = 2, seed: int = 0) -> Path:
-        key = (hidden_size, layers, seed)
+    def make(hidden_size: int = 32, layers: int = 2, seed: int = 0, name: str = "tiny") -> Path:
+        key = (hidden_size, layers, seed, name)
         if key not in made:
             folder = tmp_path_factory.mktemp(f"tiny-h{hidden_size}-l{layers}-s{seed}")
-            made[key] = init_tiny_model(folder / "tiny", hidden_size, layers, seed)
+            made[key] = init_tiny_model(folder / name, hidden_size, layers, seed)
         return made[key]
 
     return make

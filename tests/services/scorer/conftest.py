@@ -79,7 +79,7 @@ def checkpoints(
     broken = root / "broken"
     broken.mkdir()
     (broken / "config.json").write_text("{不是 JSON", encoding="utf-8")
-    two = tiny_checkpoint(hidden_size=32, layers=2, seed=2)
+    two = tiny_checkpoint(hidden_size=32, layers=2, seed=2, name="two")
     return {"one": tiny_model, "two": two, "broken": broken}
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cheems.v1 import training_pb2
+from services.store.lifecycle import Change
 from services.store.models import Dataset, RegisteredModel, Training
 
 STATES = {
@@ -61,16 +64,31 @@ def training_message(row: Training) -> training_pb2.Training:
     return message
 
 
-def model_message(row: RegisteredModel) -> training_pb2.Model:
+def model_message(row: RegisteredModel, aliases: Sequence[str] = ()) -> training_pb2.Model:
     message = training_pb2.Model(
         model_id=row.id,
         path=row.path,
-        dataset_id=row.dataset_id,
-        recipe=row.recipe,
-        dataset_recipe=row.dataset_recipe,
-        training_id=row.training_id,
+        dataset_id=row.dataset_id or "",
+        recipe=row.recipe or "",
+        dataset_recipe=row.dataset_recipe or "",
+        training_id=row.training_id or "",
         created_at=timestamp(row.created_at),
+        state=row.state,
+        aliases=list(aliases),
+        source=row.source,
     )
     if row.overall is not None:
         message.overall = row.overall
     return message
+
+
+def change_message(change: Change) -> training_pb2.ModelChange:
+    return training_pb2.ModelChange(
+        model_id=change.model_id,
+        action=change.action,
+        from_state=change.from_state or "",
+        to_state=change.to_state,
+        actor=change.actor,
+        reason=change.reason,
+        details_json=json.dumps(change.details, ensure_ascii=False, sort_keys=True),
+    )

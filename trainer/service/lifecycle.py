@@ -1,0 +1,133 @@
+"""Model lifecycle operations for people and policies: each step stored and announced in one transaction.
+
+    models = ModelLifecycle(engine)
+    model = models.register("/models/qwen-rm", None, actor="person:ann")   # refused unless it loads and scores
+    models.promote(model.id, actor="person:ann", reason="checked by hand")
+    models.rollback(actor="person:ann")
+    models.reject("rm-x", actor="person:ann", reason="scores collapse on long answers")
+    models.listing()                                                         # [(row, aliases)], newest first
+
+Every step's ModelEvent (cheems.models.v1: the model as it is after the step, and the step) is written to
+the store's outbox in the transaction of the step, so a recorded step is always announced, at least once,
+by an outbox relay (the annotation service runs one) or by `publish_pending` from any process that has a
+publisher. The steps themselves, their rules and their locking: `services.store.lifecycle`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from cheems.errors import ModelError
+from cheems.v1 import events_pb2
+from services.bus import topics
+from services.bus.codec import encode
+from services.store import lifecycle, outbox
+from services.store.db import session_scope
+from services.store.lifecycle import Change
+from services.store.models import RegisteredModel
+from trainer.service.messages import change_message, model_message
+
+log = logging.getLogger(__name__)
+PROBE = ("你好，请介绍一下你自己。", ["我是一个乐于助人的助手。", "不知道。"])  # the prompt every new model must score
+
+
+def check_checkpoint(path: str) -> list[float]:
+    """Load `path` as a sequence-classification reward model and score PROBE with it: its two rewards.
+
+    ModelError (nothing registered) when the directory is missing, is not a standard
+    AutoModelForSequenceClassification with one output, or gives a reward that is not a finite number."""
+    import torch
+
+    from cheems.chat import Truncation
+    from cheems.forward import forward_rewards
+    from cheems.model import load_model
+    from services.scorer.tokenization import make_job, tokenize_job
+
+    directory = Path(path)
+    if not directory.is_dir():
+        raise ModelError(f"{path}: not a directory")
+    if not (directory / "config.json").is_file():
+        raise ModelError(f"{path}: no config.json; not a Hugging Face model directory")
+    try:
+        model, tokenizer = load_model(directory)
+    except ModelError:
+        raise
+    except Exception as e:  # transformers raises many kinds for a directory that is not a model
+        raise ModelError(f"{path}: does not load as a sequence-classification reward model: {e}") from None
+    if getattr(model.config, "num_labels", 1) != 1:
+        raise ModelError(f"{path}: {model.config.num_labels} outputs; a reward model has one (num_labels=1)")
+    job = make_job(PROBE[0], PROBE[1])
+    sequences = [e.input_ids for e in tokenize_job(tokenizer, job, 256, Truncation.LEFT)]
+    with torch.no_grad():
+        rewards = forward_rewards(model.eval(), sequences).float().tolist()
+    if len(rewards) != len(PROBE[1]) or not all(math.isfinite(r) for r in rewards):
+        raise ModelError(f"{path}: scored the probe prompt with {rewards}: not one finite reward per response")
+    return [float(r) for r in rewards]
+
+
+class ModelLifecycle:
+    """The lifecycle of the store's models, each step with its event (see the module docstring)."""
+
+    def __init__(self, engine: Engine, check: Callable[[str], Any] = check_checkpoint) -> None:
+        self.engine, self.check = engine, check
+
+    def register(self, path: str, model_id: str | None, actor: str, reason: str = "") -> RegisteredModel:
+        self.check(path)
+        with session_scope(self.engine) as session:
+            model, change = lifecycle.register_checkpoint(session, path, model_id, actor, reason)
+            announce(session, [change])
+        log.info("registered %s from %s (%s)", model.id, path, actor)
+        return model
+
+    def promote(self, model_id: str, actor: str, reason: str = "", force: bool = False) -> list[Change]:
+        return self._step(lambda s: lifecycle.promote(s, model_id, actor, reason, force))
+
+    def rollback(self, actor: str, reason: str = "") -> list[Change]:
+        return self._step(lambda s: lifecycle.rollback(s, actor, reason))
+
+    def reject(self, model_id: str, actor: str, reason: str, **details: Any) -> list[Change]:
+        return self._step(lambda s: lifecycle.reject(s, model_id, actor, reason, **details))
+
+    def mark_evaluated(self, model_id: str, actor: str, **details: Any) -> list[Change]:
+        return self._step(lambda s: lifecycle.mark_evaluated(s, model_id, actor, **details))
+
+    def production(self) -> RegisteredModel | None:
+        with session_scope(self.engine) as session:
+            return lifecycle.production(session)
+
+    def listing(self) -> list[tuple[RegisteredModel, list[str]]]:
+        """Every model, newest first, with its aliases."""
+        from services.store import registry
+
+        with session_scope(self.engine) as session:
+            names = lifecycle.aliases(session)
+            return [(m, names.get(m.id, [])) for m in registry.list_models(session)]
+
+    def _step(self, step: Callable[[Session], list[Change]]) -> list[Change]:
+        with session_scope(self.engine) as session:
+            changes = step(session)
+            announce(session, changes)
+        for change in changes:
+            log.info("model %s: %s -> %s by %s (%s)", change.model_id, change.from_state, change.to_state,
+                     change.actor, change.reason)  # fmt: skip
+        return changes
+
+
+def announce(session: Session, changes: list[Change]) -> None:
+    """Queue one ModelEvent per step in the outbox, in the step's transaction."""
+    names = lifecycle.aliases(session)
+    for change in changes:
+        model = lifecycle.get_model(session, change.model_id)
+        event = events_pb2.ModelEvent(
+            header=events_pb2.EventHeader(producer="lifecycle"),
+            model=model_message(model, names.get(model.id, [])),
+            change=change_message(change),
+        )
+        outbox.add(session, topics.MODELS, model.id, encode(topics.MODELS, event).value)

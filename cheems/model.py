@@ -59,21 +59,37 @@ def init_head(model: nn.Module, seed: int = 0) -> None:
 
 
 def load_model(
-    path: str | Path, dtype: torch.dtype = torch.float32, trust_remote_code: bool = False, tokenizer: Any = None
+    path: str | Path,
+    dtype: torch.dtype = torch.float32,
+    trust_remote_code: bool = False,
+    tokenizer: Any = None,
+    strict: bool = False,
 ) -> tuple[Any, Any]:
     """(model, tokenizer) from a sequence-classification checkpoint directory, safetensors only.
 
     `tokenizer`: the checkpoint's tokenizer when the caller has it already (loading one holds the GIL for
-    seconds, which a serving process's calls feel)."""
+    seconds, which a serving process's calls feel). `strict`: refuse a checkpoint that lacks weights the model
+    needs (a chat model's directory has no reward head: transformers would make one up at random)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     quiet_transformers()
     directory = Path(path)
     if not any(directory.glob("*.safetensors")):
         raise ModelError(f"{directory}: no *.safetensors weights (pickled .bin checkpoints are refused)")
-    model = AutoModelForSequenceClassification.from_pretrained(
-        directory, dtype=dtype, use_safetensors=True, trust_remote_code=trust_remote_code, num_labels=1
+    model, info = AutoModelForSequenceClassification.from_pretrained(
+        directory,
+        dtype=dtype,
+        use_safetensors=True,
+        trust_remote_code=trust_remote_code,
+        num_labels=1,
+        output_loading_info=True,
     )
+    absent = sorted({*info.get("missing_keys", ()), *(str(k[0]) for k in info.get("mismatched_keys", ()))})
+    if strict and absent:
+        raise ModelError(
+            f"{directory}: not a trained reward model: weights missing from it would be random "
+            f"({', '.join(absent[:4])}{', ...' if len(absent) > 4 else ''})"
+        )
     if tokenizer is None:
         tokenizer = AutoTokenizer.from_pretrained(directory, trust_remote_code=trust_remote_code)
     if model.config.pad_token_id is None:

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from cheems_cli import annotation, annotators, data, evaluation, models, scoring, services, system
+from cheems_cli import annotation, annotators, data, evaluation, lifecycle, models, scoring, services, system
 
 app = typer.Typer(
     help="Build and evaluate Chinese reward models (CheemsBench, CheemsPreference, CheemsRM).",
@@ -24,6 +24,7 @@ for group in (evaluation.app, annotation.app, scoring.app, models.app, data.app,
     app.add_typer(group)
 app.add_typer(annotation.annotate, name="annotate")
 app.add_typer(annotators.annotators, name="annotators")
+app.add_typer(lifecycle.registry, name="models")
 app.add_typer(data.db, name="db")
 app.add_typer(services.service, name="service")
 app.add_typer(services.dev, name="dev")

@@ -29,7 +29,7 @@ def leaderboard(engine: Engine) -> str:
     rows = []
     for model_id in order:
         result = newest.get(model_id)
-        row = [model_id, models[model_id].dataset_recipe, f"{result.overall:.4f}" if result else "-"]
+        row = [model_id, models[model_id].dataset_recipe or "(registered)", f"{result.overall:.4f}" if result else "-"]
         for name in subsets:
             subset = result.subsets.get(name) if result else None
             row += [f"{subset.accuracy:.4f}", f"{subset.exact_match:.4f}"] if subset else ["-", "-"]

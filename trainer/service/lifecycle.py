@@ -56,11 +56,12 @@ def check_checkpoint(path: str) -> list[float]:
     if not (directory / "config.json").is_file():
         raise ModelError(f"{path}: no config.json; not a Hugging Face model directory")
     try:
-        model, tokenizer = load_model(directory)
+        model, tokenizer = load_model(directory, strict=True)
     except ModelError:
         raise
     except Exception as e:  # transformers raises many kinds for a directory that is not a model
-        raise ModelError(f"{path}: does not load as a sequence-classification reward model: {e}") from None
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelError(f"{path}: does not load as a sequence-classification reward model: {why}") from None
     if getattr(model.config, "num_labels", 1) != 1:
         raise ModelError(f"{path}: {model.config.num_labels} outputs; a reward model has one (num_labels=1)")
     job = make_job(PROBE[0], PROBE[1])
@@ -81,6 +82,7 @@ class ModelLifecycle:
     def register(self, path: str, model_id: str | None, actor: str, reason: str = "") -> RegisteredModel:
         self.check(path)
         with session_scope(self.engine) as session:
+            path = str(Path(path).resolve())  # the scorer and the evaluator read it from elsewhere
             model, change = lifecycle.register_checkpoint(session, path, model_id, actor, reason)
             announce(session, [change])
         log.info("registered %s from %s (%s)", model.id, path, actor)

@@ -24,10 +24,12 @@ from cheems.v1 import training_pb2
 from services.bus.client import Publisher
 from services.grpc_errors import abort
 from services.hosting import GrpcHost, HostConfig, checked_handler
+from services.store.lifecycle import Change
 from trainer.service.auto import AutoTrainer
 from trainer.service.config import TrainingConfig
 from trainer.service.launchers import Launcher
-from trainer.service.messages import dataset_message, model_message, training_message
+from trainer.service.lifecycle import ModelLifecycle
+from trainer.service.messages import change_message, dataset_message, model_message, training_message
 from trainer.service.trainings import TrainingService
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,7 @@ SERVICE = "cheems.v1.TrainingService"
 class TrainingServicer:
     def __init__(self, service: TrainingService) -> None:
         self.service = service
+        self.models = ModelLifecycle(service.engine)
 
     def _run(self, context: grpc.ServicerContext, work: Callable[[], Any]) -> Any:
         try:
@@ -81,8 +84,46 @@ class TrainingServicer:
     def ListModels(self, request: Any, context: grpc.ServicerContext) -> training_pb2.ListModelsResponse:
         return self._run(
             context,
-            lambda: training_pb2.ListModelsResponse(models=[model_message(m) for m in self.service.list_models()]),
+            lambda: training_pb2.ListModelsResponse(models=[model_message(m, a) for m, a in self.models.listing()]),
         )
+
+    # --- the model lifecycle (trainer.service.lifecycle)
+
+    def RegisterModel(self, request: Any, context: grpc.ServicerContext) -> training_pb2.Model:
+        def work() -> training_pb2.Model:
+            model = self.models.register(request.path, request.model_id or None, actor_of(request.actor))
+            return model_message(model)
+
+        return self._run(context, work)
+
+    def PromoteModel(self, request: Any, context: grpc.ServicerContext) -> training_pb2.ModelChanges:
+        return self._run(
+            context,
+            lambda: self._changes(
+                self.models.promote(request.model_id, actor_of(request.actor), request.reason, request.force)
+            ),
+        )
+
+    def RollbackModel(self, request: Any, context: grpc.ServicerContext) -> training_pb2.ModelChanges:
+        return self._run(context, lambda: self._changes(self.models.rollback(actor_of(request.actor), request.reason)))
+
+    def RejectModel(self, request: Any, context: grpc.ServicerContext) -> training_pb2.ModelChanges:
+        return self._run(
+            context,
+            lambda: self._changes(self.models.reject(request.model_id, actor_of(request.actor), request.reason)),
+        )
+
+    def _changes(self, changes: list[Change]) -> training_pb2.ModelChanges:
+        production = self.models.production()
+        return training_pb2.ModelChanges(
+            changes=[change_message(c) for c in changes], production=production.id if production else ""
+        )
+
+
+def actor_of(actor: str) -> str:
+    """Who a request says it comes from; a bare name is a person."""
+    actor = actor.strip() or "unknown"
+    return actor if ":" in actor else f"person:{actor}"
 
 
 def host(service: TrainingService, config: HostConfig) -> GrpcHost:
@@ -118,13 +159,18 @@ def make_launcher(config: TrainingConfig) -> Launcher:
 def serve(db: str, bootstrap: str, config: TrainingConfig, on_ready: Callable[[int], None] | None = None) -> None:
     """`cheems service training`: expects a migrated database (`cheems db upgrade`), runs until SIGTERM.
 
-    Without a bootstrap no events are published and no automatic training is possible.
+    Without a bootstrap no events are published and no automatic training is possible. With one, the
+    store's outbox is relayed too (the model lifecycle's events, whoever recorded them: this service,
+    `cheems models ...`); several relays at once are safe (services.store.outbox).
     `on_ready(port)` runs once the server listens.
     """
+    from services.annotation.events import EventRelay
     from services.store.db import StoreConfig, create_engine_for
 
     publisher = Publisher(bootstrap, max_block_ms=10000) if bootstrap else None
-    service = TrainingService(create_engine_for(StoreConfig(db)), config, make_launcher(config), publisher)
+    engine = create_engine_for(StoreConfig(db))
+    relay = EventRelay(engine, publisher).start() if publisher is not None else None
+    service = TrainingService(engine, config, make_launcher(config), publisher)
     grpc_host = host(service, HostConfig(port=config.port, host=config.host)).start()
     recovered = service.recover()
     auto = AutoTrainer(service)
@@ -141,6 +187,8 @@ def serve(db: str, bootstrap: str, config: TrainingConfig, on_ready: Callable[[i
     def stop() -> None:
         auto.close()
         service.close()
+        if relay is not None:
+            relay.stop()
 
     grpc_host.wait_for_signal(on_stop=stop)
     if publisher is not None:

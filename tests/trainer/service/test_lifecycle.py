@@ -1,0 +1,152 @@
+"""The model lifecycle through the training service's gRPC API (SQLite and PostgreSQL), each step's ModelEvent
+relayed from the outbox to the real broker, and the checkpoint check that guards registration."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from sqlalchemy import Engine
+
+from cheems.errors import ModelError
+from cheems.v1 import training_pb2, training_pb2_grpc
+from services.annotation.events import EventRelay
+from services.bus import topics
+from services.bus.broker import EmbeddedBroker
+from services.bus.client import Publisher
+from services.hosting import HostConfig
+from tests.trainer.conftest import read_events
+from trainer.service.config import TrainingConfig
+from trainer.service.launchers.local import LocalLauncher
+from trainer.service.lifecycle import check_checkpoint
+from trainer.service.server import host
+from trainer.service.trainings import TrainingService
+
+Code = grpc.StatusCode
+
+
+@pytest.fixture
+def stub(engine: Engine, tmp_path: Path) -> Iterator[Any]:
+    service = TrainingService(engine, TrainingConfig(data_dir=str(tmp_path)), LocalLauncher())
+    grpc_host = host(service, HostConfig(port=0)).start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{grpc_host.port}") as channel:
+            yield training_pb2_grpc.TrainingServiceStub(channel)
+    finally:
+        grpc_host.stop()
+        service.close()
+
+
+def refused(call: Callable[[], Any]) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as caught:
+        call()
+    return caught.value
+
+
+def test_a_real_reward_model_passes_the_check_and_others_are_refused(
+    tiny_checkpoint: Callable[..., Path], tmp_path: Path
+) -> None:
+    rewards = check_checkpoint(str(tiny_checkpoint()))
+    assert len(rewards) == 2 and rewards[0] != rewards[1]
+    with pytest.raises(ModelError, match="not a directory"):
+        check_checkpoint(str(tmp_path / "nowhere"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelError, match=r"no config\.json"):
+        check_checkpoint(str(tmp_path / "empty"))
+    from transformers import Qwen2ForCausalLM, Qwen2ForSequenceClassification
+
+    from trainer.tiny import build_tokenizer, tiny_config
+
+    tokenizer = build_tokenizer()
+    chat_model = tmp_path / "chat-model"  # a causal LM: no reward head, transformers would make one up
+    Qwen2ForCausalLM(tiny_config(tokenizer, hidden_size=32)).save_pretrained(chat_model)
+    two_outputs = tmp_path / "two-outputs"
+    Qwen2ForSequenceClassification(tiny_config(tokenizer, hidden_size=32, num_labels=2)).save_pretrained(two_outputs)
+    for folder in (chat_model, two_outputs):
+        tokenizer.save_pretrained(folder)
+    with pytest.raises(ModelError, match=r"chat-model: not a trained reward model: .*score\.weight"):
+        check_checkpoint(str(chat_model))
+    with pytest.raises(ModelError, match="two-outputs: does not load"):
+        check_checkpoint(str(two_outputs))
+    (tmp_path / "garbage").mkdir()
+    (tmp_path / "garbage" / "config.json").write_text("{不是 JSON")
+    with pytest.raises(ModelError, match="garbage"):
+        check_checkpoint(str(tmp_path / "garbage"))
+
+
+def test_register_promote_rollback_reject_over_grpc_each_step_announced(
+    stub: Any, engine: Engine, broker: EmbeddedBroker, tiny_checkpoint: Callable[..., Path], tmp_path: Path
+) -> None:
+    path, a_id, b_id = str(tiny_checkpoint()), f"rm-a-{uuid.uuid4().hex[:6]}", f"rm-b-{uuid.uuid4().hex[:6]}"
+    a = stub.RegisterModel(training_pb2.RegisterModelRequest(path=path, model_id=a_id, actor="ann"), timeout=60)
+    assert (a.model_id, a.state, a.source, list(a.aliases), a.path) == (a_id, "candidate", "registered", [], path)
+    stub.RegisterModel(training_pb2.RegisterModelRequest(path=path, model_id=b_id), timeout=60)
+
+    bad = [
+        (training_pb2.RegisterModelRequest(path=str(tmp_path / "nowhere")), Code.INVALID_ARGUMENT, "not a directory"),
+        (training_pb2.RegisterModelRequest(path=path, model_id="production"), Code.INVALID_ARGUMENT, "alias"),
+        (training_pb2.RegisterModelRequest(path=path, model_id=a_id), Code.FAILED_PRECONDITION, "already"),
+    ]
+    for request, code, words in bad:
+        error = refused(lambda r=request: stub.RegisterModel(r, timeout=60))  # type: ignore[misc]
+        assert error.code() == code and words in error.details()
+    assert [m.model_id for m in stub.ListModels(training_pb2.ListModelsRequest()).models] == [b_id, a_id]
+
+    promoted = stub.PromoteModel(training_pb2.PromoteModelRequest(model_id=a_id, actor="ann", reason="first"))
+    assert [(c.model_id, c.action, c.actor) for c in promoted.changes] == [(a_id, "promoted", "person:ann")]
+    assert promoted.production == a_id
+    second = stub.PromoteModel(training_pb2.PromoteModelRequest(model_id=b_id, actor="policy:auto"))
+    assert [(c.model_id, c.to_state) for c in second.changes] == [(a_id, "evaluated"), (b_id, "production")]
+    back = stub.RollbackModel(training_pb2.RollbackModelRequest(actor="ann", reason="rewards drifted"))
+    assert back.production == a_id and back.changes[-1].reason == "rewards drifted"
+
+    error = refused(lambda: stub.RejectModel(training_pb2.RejectModelRequest(model_id=a_id, reason="x")))
+    assert error.code() == Code.FAILED_PRECONDITION and "is production" in error.details()
+    error = refused(lambda: stub.RejectModel(training_pb2.RejectModelRequest(model_id=b_id)))
+    assert error.code() == Code.INVALID_ARGUMENT and "reason" in error.details()
+    stub.RejectModel(training_pb2.RejectModelRequest(model_id=b_id, actor="ann", reason="long answers win"))
+    error = refused(lambda: stub.PromoteModel(training_pb2.PromoteModelRequest(model_id=b_id)))
+    assert error.code() == Code.FAILED_PRECONDITION and "force" in error.details()
+    error = refused(lambda: stub.PromoteModel(training_pb2.PromoteModelRequest(model_id="rm-nobody")))
+    assert error.code() == Code.NOT_FOUND and "rm-nobody" in error.details()
+    models = {m.model_id: m for m in stub.ListModels(training_pb2.ListModelsRequest()).models}
+    assert (models[a_id].state, list(models[a_id].aliases)) == ("production", ["production"])
+    assert (models[b_id].state, list(models[b_id].aliases)) == ("rejected", [])
+
+    publisher = Publisher(broker.bootstrap)
+    try:
+        EventRelay(engine, publisher).drain()
+    finally:
+        publisher.close()
+    events = [e for e in read_events(broker.bootstrap, topics.MODELS, want=8) if e.model.model_id in models]
+    steps = {m: [(e.change.action, e.model.state) for e in events if e.model.model_id == m] for m in models}
+    assert steps == {  # one partition per key: each model's steps in order
+        a_id: [
+            ("registered", "candidate"),
+            ("promoted", "production"),
+            ("demoted", "evaluated"),
+            ("rolled_back", "production"),
+        ],
+        b_id: [
+            ("registered", "candidate"),
+            ("promoted", "production"),
+            ("demoted", "evaluated"),
+            ("rejected", "rejected"),
+        ],
+    }
+    last = (
+        events[-1]
+        if events[-1].model.model_id == b_id
+        else next(e for e in reversed(events) if e.model.model_id == b_id)
+    )
+    assert (last.change.reason, last.change.actor, json.loads(last.change.details_json)) == (
+        "long answers win",
+        "person:ann",
+        {},
+    )
+    assert list(next(e for e in reversed(events) if e.model.model_id == a_id).model.aliases) == ["production"]

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from services.store import registry, repository
+from services.store import lifecycle, registry, repository
 from services.store.db import session_scope
 from system.supervisor import grpc_health
 
@@ -45,6 +45,8 @@ def store_status(engine: Engine) -> dict[str, Any]:
     with session_scope(engine) as session:
         counts = registry.stage_counts(session)
         results = registry.model_results(session)
+        aliases = lifecycle.aliases(session)
+        production = lifecycle.production(session)
         models = [
             {
                 "id": m.id,
@@ -54,6 +56,9 @@ def store_status(engine: Engine) -> dict[str, Any]:
                 "recipe": m.recipe,
                 "overall": results[m.id][1] if m.id in results else None,
                 "created_at": m.created_at.isoformat(),
+                "state": m.state,
+                "aliases": aliases.get(m.id, []),
+                "source": m.source,
             }
             for m in registry.list_models(session)
         ]
@@ -69,7 +74,7 @@ def store_status(engine: Engine) -> dict[str, Any]:
             for run in registry.list_runs(session)
         ]
     models.sort(key=lambda m: (m["overall"] is not None, m["overall"] or 0.0), reverse=True)
-    return {**counts, "models": models, "eval_runs": runs}
+    return {**counts, "production": production.id if production else None, "models": models, "eval_runs": runs}
 
 
 def render(report: Mapping[str, Any]) -> str:
@@ -81,13 +86,15 @@ def render(report: Mapping[str, Any]) -> str:
     if "samples" in report:
         stages = ("samples", "annotations", "rankings", "datasets", "trainings")
         lines.append("store: " + "  ".join(f"{stage} {report[stage]}" for stage in stages))
+        lines.append(f"production: {report.get('production') or '(none yet)'}")
         lines.append("models (best first):")
         if not report["models"]:
             lines.append("  none yet")
         for rank, model in enumerate(report["models"], start=1):
             overall = "-" if model["overall"] is None else f"{model['overall']:.4f}"
+            made = model["dataset_recipe"] or "(registered)"
             lines.append(
-                f"  {rank:>2}. {model['id']:<22} overall {overall:<7} {model['dataset_recipe']:<18} {model['path']}"
+                f"  {rank:>2}. {model['id']:<22} overall {overall:<7} {model['state']:<10} {made:<18} {model['path']}"
             )
         running = [r for r in report["eval_runs"] if r["state"] == "running"]
         for run in running:

@@ -11,7 +11,7 @@ from sqlalchemy import Engine
 from services.hosting import HostConfig
 from services.ingestion.server import host
 from services.ingestion.service import IngestionService
-from services.store import registry, repository
+from services.store import lifecycle, registry, repository
 from services.store.db import session_scope
 from system.leaderboard import leaderboard
 from system.status import render, status
@@ -51,6 +51,14 @@ def test_the_report_and_its_json_shape(engine: Engine) -> None:
     assert {r["state"] for r in report["eval_runs"]} == {"done", "running"}
     done = next(r for r in report["eval_runs"] if r["state"] == "done")
     assert (done["model_id"], done["overall"]) == (models[1], 0.75)
+    assert report["production"] is None and [m["state"] for m in report["models"]] == ["candidate", "candidate"]
+    with session_scope(engine) as session:
+        lifecycle.promote(session, models[0], "person:ann")
+    promoted = status(engine, {})
+    assert promoted["production"] == models[0]
+    by_id = {m["id"]: (m["state"], m["aliases"]) for m in promoted["models"]}
+    assert by_id == {models[0]: ("production", ["production"]), models[1]: ("candidate", [])}
+    assert f"production: {models[0]}" in render(promoted)
     json.dumps(report)  # the --json output
     text = render(report)
     assert "ingestion    SERVING" in text and f" 1. {models[1]}" in text
@@ -70,5 +78,6 @@ def test_cli_json_on_a_real_store(engine: Engine, db_url: str) -> None:
     )
     report = json.loads(run.stdout)
     assert set(report) >= {"services", "samples", "annotations", "rankings", "datasets", "models", "eval_runs"}
-    assert {"id", "path", "dataset", "overall"} <= set(report["models"][0])
+    assert "production" in report
+    assert {"id", "path", "dataset", "overall", "state", "aliases"} <= set(report["models"][0])
     assert {"id", "model_id", "state", "overall"} <= set(report["eval_runs"][0])

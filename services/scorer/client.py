@@ -41,9 +41,13 @@ class RetryPolicy:
         return min(self.max_backoff, self.initial_backoff * 2**attempt) * (0.5 + random.random() / 2)
 
 
-def _request(prompt: str, responses: Sequence[str], system_prompt: str, history: Sequence[tuple[str, str]]) -> Any:
+def _request(
+    prompt: str, responses: Sequence[str], system_prompt: str, history: Sequence[tuple[str, str]], model: str = ""
+) -> Any:
     turns = [common_pb2.Message(role=r, content=c) for r, c in history]
-    return reward_pb2.ScoreRequest(prompt=prompt, responses=list(responses), system_prompt=system_prompt, history=turns)
+    return reward_pb2.ScoreRequest(
+        prompt=prompt, responses=list(responses), system_prompt=system_prompt, history=turns, model=model
+    )
 
 
 def error_reason(error: grpc.RpcError) -> str:
@@ -132,7 +136,10 @@ def chunks(items: Sequence[T], size: int) -> list[list[T]]:
 
 
 class RewardClient:
-    """Blocking client; one channel reused for every call. Thread-safe."""
+    """Blocking client; one channel reused for every call. Thread-safe.
+
+    `model`: the model every call names (an id, or an alias such as "production"); "" = the scorer's default.
+    Pin an id for a whole RLHF run, and its rewards never change under it."""
 
     def __init__(
         self,
@@ -141,8 +148,9 @@ class RewardClient:
         timeout: float = 30.0,
         retry: RetryPolicy | None = None,
         credentials: grpc.ChannelCredentials | None = None,
+        model: str = "",
     ) -> None:
-        self.timeout, self.retry = timeout, retry or RetryPolicy()
+        self.timeout, self.retry, self.model = timeout, retry or RetryPolicy(), model
         self.metadata = [("authorization", f"Bearer {token}")] if token else []
         self.channel = grpc.secure_channel(target, credentials) if credentials else grpc.insecure_channel(target)
         self.stub = reward_pb2_grpc.RewardServiceStub(self.channel)
@@ -169,7 +177,7 @@ class RewardClient:
         history: Sequence[tuple[str, str]] = (),
         timeout: float | None = None,
     ) -> reward_pb2.ScoreResponse:
-        return self._call(self.stub.Score, _request(prompt, responses, system_prompt, history), timeout)
+        return self._call(self.stub.Score, _request(prompt, responses, system_prompt, history, self.model), timeout)
 
     def score(
         self,
@@ -195,26 +203,36 @@ class RewardClient:
     def model_info(self, timeout: float | None = None) -> reward_pb2.ModelInfo:
         return self._call(self.stub.GetModelInfo, reward_pb2.ModelInfoRequest(), timeout)
 
-    def rewards(self, samples: Sequence[Sample], max_items: int = MAX_ITEMS) -> list[float | None]:
+    def rewards(
+        self, samples: Sequence[Sample], max_items: int = MAX_ITEMS, model: str | None = None
+    ) -> list[float | None]:
         """One score per sample, in order: each prompt's completions scored together, the prompts in
-        ScoreBatch calls of at most `max_items`; None for a sample with an empty prompt."""
+        ScoreBatch calls of at most `max_items`; None for a sample with an empty prompt. `model`: the
+        model to name (None: the client's)."""
+        name = self.model if model is None else model
         if not self._max_responses:
             self._max_responses = self.model_info().max_responses or DEFAULT_MAX_RESPONSES
         out: list[float | None] = [None] * len(samples)
         for chunk in chunks(group_samples(samples, self._max_responses), max_items):
-            items = [_request(g.key[0], [samples[i].completion for i in g.indices], g.key[1], g.key[2]) for g in chunk]
+            items = [
+                _request(g.key[0], [samples[i].completion for i in g.indices], g.key[1], g.key[2], name) for g in chunk
+            ]
             reply = self._call(self.stub.ScoreBatch, reward_pb2.ScoreBatchRequest(items=items), None)
             for group, result in zip(chunk, reply.results, strict=True):
                 for i, value in zip(group.indices, result.scores, strict=True):
                     out[i] = value
         return out
 
-    def reward_function(self, max_items: int = MAX_ITEMS) -> Callable[..., list[float | None]]:
+    def reward_function(
+        self, max_items: int = MAX_ITEMS, model: str | None = None
+    ) -> Callable[..., list[float | None]]:
         """A reward function for TRL's GRPOTrainer: `fn(prompts=..., completions=..., **kwargs)`, one score
-        per completion (None where the prompt is empty); plain strings and conversational messages alike."""
+        per completion (None where the prompt is empty); plain strings and conversational messages alike.
+        `model`: the model id to pin for the whole run (None: the client's), so the reward never changes."""
 
         def cheems_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
-            return self.rewards([to_sample(p, c) for p, c in zip(prompts, completions, strict=True)], max_items)
+            samples = [to_sample(p, c) for p, c in zip(prompts, completions, strict=True)]
+            return self.rewards(samples, max_items, model)
 
         return cheems_reward
 
@@ -231,8 +249,10 @@ class RewardClient:
 class AsyncRewardClient:
     """asyncio client with the same retries and deadlines; use inside a running event loop."""
 
-    def __init__(self, target: str, token: str = "", timeout: float = 30.0, retry: RetryPolicy | None = None) -> None:
-        self.timeout, self.retry = timeout, retry or RetryPolicy()
+    def __init__(
+        self, target: str, token: str = "", timeout: float = 30.0, retry: RetryPolicy | None = None, model: str = ""
+    ) -> None:
+        self.timeout, self.retry, self.model = timeout, retry or RetryPolicy(), model
         self.metadata = [("authorization", f"Bearer {token}")] if token else []
         self.channel = grpc.aio.insecure_channel(target)
         self.stub = reward_pb2_grpc.RewardServiceStub(self.channel)
@@ -245,7 +265,7 @@ class AsyncRewardClient:
         history: Sequence[tuple[str, str]] = (),
         timeout: float | None = None,
     ) -> list[float]:
-        request = _request(prompt, responses, system_prompt, history)
+        request = _request(prompt, responses, system_prompt, history, self.model)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (timeout or self.timeout)
         for attempt in range(self.retry.attempts):

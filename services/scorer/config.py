@@ -85,6 +85,12 @@ class ScorerConfig(BaseSettings):
         "(rewards unchanged); off: each sequence on its own.",
         json_schema_extra={"cli": "on|off"},  # `--prefix-sharing on|off`, not a --flag/--no-flag pair
     )
+    max_models: int = Field(
+        default=3,
+        ge=1,
+        description="Models held at once (the default one counted): with --follow, a model a call names by id or "
+        "alias is loaded on its first call; past this the least recently used idle one is unloaded.",
+    )
     max_responses: int = Field(default=64, ge=1, description="Responses per Score call (per ScoreBatch item).")
     max_batch_items: int = Field(default=128, ge=1, description="Items per ScoreBatch call.")
     max_queries: int = Field(

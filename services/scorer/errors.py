@@ -51,3 +51,9 @@ class FeedUnavailable(ScorerError, errors.Unavailable):
     """`--follow` cannot read the models topic (no broker, no topic): the scorer does not start (exit 3)."""
 
     reason = "broker_unavailable"
+
+
+class UnknownModel(ScorerError, errors.NotFound):
+    """A call named a model this scorer does not serve: unknown to the registry, rejected or retired."""
+
+    reason = "model_not_found"

@@ -32,8 +32,9 @@ from services.scorer.config import ScorerConfig
 from services.scorer.http.app import create_app
 from services.scorer.models.feed import ModelFeed
 from services.scorer.models.follow import Follower
-from services.scorer.models.loading import load_first, load_served
+from services.scorer.models.loading import load_first, load_served, registry_lookup
 from services.scorer.models.served import NO_MODEL, ModelRef, ModelSlot, ServedModel
+from services.scorer.models.shelf import ModelShelf
 from services.scorer.server import create_server, set_alive, set_health
 from services.scorer.service import Scorer
 from services.scorer.telemetry import ScorerMetrics
@@ -60,6 +61,7 @@ class ScorerServer:
         self.scorer: Scorer | None = None
         self.supervisor: Supervisor | None = None
         self.follower: Follower | None = None
+        self.shelf: ModelShelf | None = None
 
     @property
     def backend(self) -> Backend | None:
@@ -95,7 +97,9 @@ class ScorerServer:
             raise
         if feed is not None:
             self.follower = Follower(feed, self.models, self._load)
-        scorer = self.scorer = Scorer(config, self.models, ScorerMetrics())
+        lookup = registry_lookup(config.db) if config.follow and config.db else None
+        self.shelf = ModelShelf(self.models, self._load, lookup, config.max_models)
+        scorer = self.scorer = Scorer(config, self.models, ScorerMetrics(), self.shelf)
         self._grpc, self.grpc_port, self._health = create_server(config, scorer)
         self._grpc.start()
         if config.http_port >= 0:
@@ -195,6 +199,8 @@ class ScorerServer:
             self._http.should_exit = True
             if self._http_thread:
                 self._http_thread.join(timeout=10)
+        if self.shelf is not None:
+            self.shelf.close()
         self.models.close()
         self._stopped.set()
 

@@ -40,7 +40,7 @@ SERVICE = SERVICE_DESCRIPTOR.full_name
 
 def score_args(request: reward_pb2.ScoreRequest) -> ScoreArgs:
     history = [(m.role, m.content) for m in request.history]
-    return ScoreArgs(request.prompt, list(request.responses), request.system_prompt, history)
+    return ScoreArgs(request.prompt, list(request.responses), request.system_prompt, history, request.model)
 
 
 class RewardServicer:
@@ -129,6 +129,12 @@ class RewardServicer:
             follow_error=models.follow_error,
             # a backend that does not say (a benchmark's stand-in) does not share
             prefix_sharing=getattr(current.backend, "prefix_sharing", False) if current else config.prefix_sharing,
+            models=[
+                reward_pb2.LoadedModel(
+                    model_id=m.ref.model_id, path=m.ref.path, aliases=a, is_default=default, in_flight=m.in_flight
+                )
+                for m, default, a in self.scorer.shelf.loaded()
+            ],
         )
 
 

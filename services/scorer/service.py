@@ -19,6 +19,7 @@ from services.scorer.config import ScorerConfig
 from services.scorer.deadline import Deadline, always
 from services.scorer.errors import BackendUnavailable, ScorerError
 from services.scorer.models.served import ModelSlot, ServedModel
+from services.scorer.models.shelf import ModelShelf
 from services.scorer.telemetry import ScorerMetrics
 from services.scorer.tokenization import ScoreJob, best_index, make_job, query_text, tokenize_job
 from services.scorer.tokenization import tokenize_texts as tokenize_queries
@@ -34,6 +35,7 @@ class ScoreArgs:
     responses: Sequence[str]
     system_prompt: str = ""
     history: Sequence[tuple[str, str]] = ()
+    model: str = ""  # an id or an alias; "" = the default model
 
 
 @dataclass(frozen=True)
@@ -56,9 +58,13 @@ class QueryScores:
 
 
 class Scorer:
-    def __init__(self, config: ScorerConfig, models: ModelSlot, metrics: ScorerMetrics) -> None:
-        """`models` holds the model served now; each call leases it once and uses it to its end."""
+    def __init__(
+        self, config: ScorerConfig, models: ModelSlot, metrics: ScorerMetrics, shelf: ModelShelf | None = None
+    ) -> None:
+        """`models` holds the default model; `shelf` the others a call may name (only the default without it).
+        Each call leases its model once and uses it to its end."""
         self.config, self.models, self.metrics = config, models, metrics
+        self.shelf = shelf if shelf is not None else ModelShelf(models)
         self.unavailable = ""  # set while the backend is known to be down (the reason); calls fail fast
 
     @property
@@ -76,17 +82,27 @@ class Scorer:
         return self.score_many([args], deadline)[0]
 
     def score_many(self, items: Sequence[ScoreArgs], deadline: Deadline | None = None) -> list[Scores]:
-        """Several prompts in one pass: all their responses go to the backend together.
+        """Several prompts in one pass per model they name: each model's responses go to its backend together.
 
         An error in one item names it (`items[i]: ...`) when there is more than one."""
         deadline = deadline or self.deadline()
+        out: dict[int, Scores] = {}
+        for name in dict.fromkeys(item.model for item in items):  # each model once, in the order first named
+            indexes = [i for i, item in enumerate(items) if item.model == name]
+            for i, scores in zip(indexes, self._score_with(name, items, indexes, deadline), strict=True):
+                out[i] = scores
+        return [out[i] for i in range(len(items))]
+
+    def _score_with(
+        self, name: str, items: Sequence[ScoreArgs], indexes: list[int], deadline: Deadline
+    ) -> list[Scores]:
         started = time.perf_counter()
         encoded: list[list[Encoded]] = []
-        with self._lease() as model:
-            for i, item in enumerate(items):
+        with self._lease(name) as model:
+            for i in indexes:
                 deadline.check("tokenizing")
                 try:
-                    encoded.append(self._tokenize(model, item))
+                    encoded.append(self._tokenize(model, items[i]))
                 except ScorerError as e:
                     raise type(e)(f"items[{i}]: {e}" if len(items) > 1 else str(e)) from e
             flat = [e.input_ids for job in encoded for e in job]
@@ -111,12 +127,14 @@ class Scorer:
             )
         return out
 
-    def score_queries(self, queries: Sequence[str], deadline: Deadline | None = None) -> QueryScores:
+    def score_queries(
+        self, queries: Sequence[str], deadline: Deadline | None = None, model_name: str = ""
+    ) -> QueryScores:
         """OpenRLHF's remote-RM call: each query is a prompt and response already templated.
 
         The same length policy as Score: over max_length is an error, or cut when truncation is set."""
         deadline = deadline or self.deadline()
-        with self._lease() as model:
+        with self._lease(model_name) as model:
             eos = model.tokenizer.eos_token or ""
             texts = [query_text(q, model.tokenizer.pad_token, eos) for q in queries]
             deadline.check("tokenizing")
@@ -129,11 +147,11 @@ class Scorer:
             values, [len(e.input_ids) for e in encoded], [e.truncated for e in encoded], model.ref.model_id
         )
 
-    def _lease(self) -> AbstractContextManager[ServedModel]:
+    def _lease(self, name: str = "") -> AbstractContextManager[ServedModel]:
         """The model this call uses from start to end; fails fast while the backend is known to be down."""
         if self.unavailable:
             raise BackendUnavailable(self.unavailable)
-        return self.models.lease()
+        return self.shelf.lease(name)
 
     def _tokenize(self, model: ServedModel, item: ScoreArgs) -> list[Encoded]:
         job: ScoreJob = make_job(

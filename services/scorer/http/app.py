@@ -5,6 +5,8 @@ POST /get_reward  {"query": [prompt+response text, ...], "prompts"?: [...], "lab
                       "extra_logs": {"query_tokens": [int], "truncated": [0 | 1]}}   one entry per query
 POST /score       {"prompt", "responses", "system_prompt"?, "history"?: [[role, content]]}
                   -> {"scores", "best_index", "truncated", "timings", "model" (the id of the model that scored)}
+Both take `"model"` in the body, or `?model=` (for clients whose body is fixed, OpenRLHF's): a model id or
+an alias; absent = the default model. An unknown, rejected or retired one is 404 `model_not_found`.
 GET  /health      200 when the model is ready, else 503 (no token needed)
 GET  /metrics     Prometheus text (no token needed)
 
@@ -29,6 +31,7 @@ import hmac
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -97,6 +100,13 @@ def queries(body: dict[str, Any], max_queries: int) -> list[str]:
     return checked
 
 
+def model_name(body: dict[str, Any], param: str) -> str:
+    """The model a call names: `"model"` in the JSON body, else `?model=`; "" = the default model."""
+    if "model" in body and body["model"] is not None:
+        return checked_text(body["model"], "model")
+    return param
+
+
 def score_args(body: dict[str, Any]) -> ScoreArgs:
     history = body.get("history") or []
     if not isinstance(history, list) or not all(isinstance(t, list) and len(t) == 2 for t in history):
@@ -149,9 +159,9 @@ def create_app(scorer: Scorer, is_ready: Callable[[], bool], auth_token: str = "
     token = auth_token.encode()
     max_values = VALUES_PER_QUERY * config.max_queries
 
-    def endpoint(api: str, handler: Callable[[dict[str, Any]], Any]) -> Callable[[Request], Any]:
-        def parse_and_handle(data: bytearray) -> Any:
-            return handler(parse_body(data, max_values))
+    def endpoint(api: str, handler: Callable[[dict[str, Any], str], Any]) -> Callable[[Request], Any]:
+        def parse_and_handle(data: bytearray, model: str) -> Any:
+            return handler(parse_body(data, max_values), model)
 
         async def run(request: Request) -> Response:
             if token and not authorized(request, token):
@@ -161,7 +171,8 @@ def create_app(scorer: Scorer, is_ready: Callable[[], bool], auth_token: str = "
             started = time.perf_counter()
             try:
                 data = await read_body(request, config.max_message_bytes)
-                response = JSONResponse(await run_in_threadpool(parse_and_handle, data))
+                model = request.query_params.get("model", "")  # ?model= for clients that cannot change the body
+                response = JSONResponse(await run_in_threadpool(parse_and_handle, data, model))
             except ScorerError as e:
                 response, status = error_reply(e)
                 log.info("HTTP %s -> %d %s: %s", api, response.status_code, e.reason, e)
@@ -176,13 +187,14 @@ def create_app(scorer: Scorer, is_ready: Callable[[], bool], auth_token: str = "
 
         return run
 
-    def get_reward(body: dict[str, Any]) -> dict[str, Any]:
-        result = scorer.score_queries(queries(body, config.max_queries), scorer.deadline(None))
+    def get_reward(body: dict[str, Any], model: str) -> dict[str, Any]:
+        name = model_name(body, model)
+        result = scorer.score_queries(queries(body, config.max_queries), scorer.deadline(None), name)
         extra_logs = {"query_tokens": result.query_tokens, "truncated": [int(t) for t in result.truncated]}
         return {"rewards": result.rewards, "scores": result.rewards, "extra_logs": extra_logs}
 
-    def score(body: dict[str, Any]) -> dict[str, Any]:
-        s = scorer.score(score_args(body), scorer.deadline(None))
+    def score(body: dict[str, Any], model: str) -> dict[str, Any]:
+        s = scorer.score(replace(score_args(body), model=model_name(body, model)), scorer.deadline(None))
         return {
             "scores": s.scores,
             "best_index": s.best_index,

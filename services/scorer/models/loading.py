@@ -16,7 +16,9 @@ from typing import Any
 from cheems.packing import Cost
 from services.scorer.backends import Backend, TorchBackend, TritonBackend
 from services.scorer.config import ScorerConfig
+from services.scorer.errors import BackendUnavailable, UnknownModel
 from services.scorer.models.served import ModelRef, ServedModel
+from services.scorer.models.shelf import Lookup
 from services.scorer.triton.model import TritonHost
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,34 @@ def registered(url: str) -> list[ModelRef]:
             return [ModelRef(m.id, m.path, m.created_at) for m in ([best] if best else []) + rows]
     finally:
         engine.dispose()
+
+
+def registry_lookup(url: str) -> Lookup:
+    """name -> (ModelRef, aliases) from the store's lifecycle: an id or an alias ("production"); UnknownModel
+    naming why when the registry has no such model or no longer serves it (rejected, retired)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from services.store import lifecycle
+    from services.store.db import StoreConfig, create_engine_for, session_scope
+    from services.store.errors import UnknownModel as NotRegistered
+
+    engine = create_engine_for(StoreConfig(url))
+
+    def lookup(name: str) -> tuple[ModelRef, list[str]]:
+        try:
+            with session_scope(engine) as session:
+                model = lifecycle.resolve(session, name)
+                why = lifecycle.unservable_reason(model)
+                aliases = lifecycle.aliases(session).get(model.id, [])
+        except NotRegistered as e:
+            raise UnknownModel(str(e)) from None
+        except SQLAlchemyError as e:
+            raise BackendUnavailable(f"the model registry is unreachable: {str(e).splitlines()[0]}") from None
+        if why:
+            raise UnknownModel(f"{why}: it is no longer served")
+        return ModelRef(model.id, model.path, model.created_at), aliases
+
+    return lookup
 
 
 def load_first(config: ScorerConfig, backend: Backend | None = None) -> tuple[ServedModel | None, str]:

@@ -89,6 +89,12 @@ class ServedModel:
         self._lock = threading.Lock()  # guards the counts; `_host_lock` orders restart against close
         self._host_lock = threading.Lock()
 
+    @property
+    def in_flight(self) -> int:
+        """Calls scoring with this model now."""
+        with self._lock:
+            return self._in_flight
+
     def ready(self) -> bool:
         if self.host is not None:
             self.host.note_processes()

@@ -1,4 +1,5 @@
-"""`cheems serve --follow` on Triton: the new model gets a Triton of its own, started beside the one serving;
+"""`cheems serve --follow` on Triton: a model a call names is loaded on demand in a Triton of its own and scores
+exactly as in process; the new model gets a Triton of its own, started beside the one serving;
 8 clients call Score through the switch without a failed or mixed call, readiness never drops, and the old
 Triton is stopped (no process left) once its last call is done."""
 
@@ -7,15 +8,24 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import grpc
 import pytest
 from sqlalchemy import Engine
 
-from cheems.v1 import training_pb2
+from cheems.v1 import reward_pb2_grpc, training_pb2
 from services.bus.broker import EmbeddedBroker
 from services.scorer.config import ScorerConfig
 from services.scorer.runtime import ScorerServer
 from services.scorer.triton import processes
-from tests.services.scorer.models.following import Load, announce, check_switch, model_info, register, wait_for
+from tests.services.scorer.models.following import (
+    REQUESTS,
+    Load,
+    announce,
+    check_switch,
+    model_info,
+    register,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -39,6 +49,13 @@ def test_switches_to_a_new_triton_under_load(
         assert old_host is not None and old_host.pid is not None
         old_tree = processes.tree(old_host.pid)
         two = register(engine, checkpoints["two"])
+        pinned = REQUESTS[1].__deepcopy__()
+        pinned.model = two.model_id  # named before it serves by default: a Triton of its own, loaded on demand
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            reply = reward_pb2_grpc.RewardServiceStub(channel).Score(pinned, timeout=120)
+        assert reply.model == two.model_id and list(reply.scores) == pytest.approx(expected["two"][1], abs=1e-4)
+        loaded = model_info(port).models
+        assert [(m.model_id, m.is_default) for m in loaded] == [(first.model_id, True), (two.model_id, False)]
         with Load(port) as load:
             time.sleep(1.0)
             announced = time.monotonic()

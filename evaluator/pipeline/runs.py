@@ -107,6 +107,7 @@ def _publish_requests(publisher: Publisher, run_id: str, subsets: Subsets, model
                 prompt=item.input,
                 responses=[r.content for r in item.responses],
                 system_prompt=str(item.extra.get("sys_prompt") or ""),
+                model=model_id,  # scored by the run's model by name, whatever the scorer serves by default
             )
             event = events_pb2.ScoreRequestEvent(
                 header=events_pb2.EventHeader(event_id=f"{run_id}/{key}", producer="evaluator"),

@@ -22,6 +22,7 @@ from services.bus.client import Delivery
 
 # what the scorer answers for a request it will never score, however often it is asked
 REFUSALS = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.RESOURCE_EXHAUSTED)
+MODEL_NOT_FOUND = "model_not_found"  # the scorer's reason for a model it does not serve
 OVERLOADED = "overloaded"  # the `cheems-error-reason` of a RESOURCE_EXHAUSTED that passes (the client retries it)
 
 
@@ -46,10 +47,16 @@ def refused(code: grpc.StatusCode | None, reason: str) -> bool:
     return code in REFUSALS and not (code is grpc.StatusCode.RESOURCE_EXHAUSTED and reason == OVERLOADED)
 
 
+def model_not_served(code: grpc.StatusCode | None, reason: str) -> bool:
+    """The scorer does not serve the model a request names (not loaded there, unknown, rejected, retired)."""
+    return code is grpc.StatusCode.NOT_FOUND and reason == MODEL_NOT_FOUND
+
+
 def one_by_one(code: grpc.StatusCode | None, reason: str) -> bool:
     """A ScoreBatch call failed in a way that asking for its requests one by one can get past: a refusal
-    (of one request, or of the call's size) or a scorer without ScoreBatch."""
-    return refused(code, reason) or code is grpc.StatusCode.UNIMPLEMENTED
+    (of one request, or of the call's size), a model the scorer does not serve (each request then waits
+    for it on its own), or a scorer without ScoreBatch."""
+    return refused(code, reason) or model_not_served(code, reason) or code is grpc.StatusCode.UNIMPLEMENTED
 
 
 def score_event(

@@ -37,7 +37,7 @@ import grpc
 
 from cheems.v1 import events_pb2, reward_pb2
 from evaluator.errors import WorkerStopped, WrongModel
-from evaluator.pipeline.score_batch import match_replies, one_by_one, refused, score_event
+from evaluator.pipeline.score_batch import match_replies, model_not_served, one_by_one, refused, score_event
 from services.bus import topics
 from services.bus.client import JOIN_WAIT_MS, Delivery, EventConsumer, Publisher
 from services.scorer.client import RewardClient, chunks, error_reason
@@ -105,6 +105,10 @@ def pauses(config: WorkerConfig) -> Iterator[float]:
         yield step
         waited += step
         pause = min(pause * 2, config.max_backoff)
+
+
+def not_served(error: grpc.RpcError) -> bool:
+    return model_not_served(error.code(), error_reason(error))
 
 
 class ScoreWorker:
@@ -221,15 +225,24 @@ class ScoreWorker:
         switched yet; if it still is at the limit, its error is raised, as any error before the wait is.
         """
         wanted, started, asks = event.model_id, time.monotonic(), pauses(self.config)
-        reply, unavailable = self._ask(event.request), None
+        reply, unavailable = reward_pb2.ScoreResponse(), None
+        try:
+            reply = self._ask(event.request)
+        except grpc.RpcError as e:
+            if not (wanted and not_served(e)):
+                raise
+            unavailable = e
         while wanted and (unavailable is not None or reply.model != wanted):
             pause = next(asks, None)
+            waited = f"asked for {time.monotonic() - started:.0f} s"
+            if pause is None and unavailable is not None and not_served(unavailable):
+                why = unavailable.details()
+                raise WrongModel(f"the scorer at {self.scorer_url} does not serve model {wanted!r} ({why}; {waited})")
             if pause is None and unavailable is not None:
                 raise unavailable
             if pause is None:
                 raise WrongModel(
-                    f"the scorer at {self.scorer_url} serves model {reply.model!r}, not {wanted!r} "
-                    f"(asked for {time.monotonic() - started:.0f} s)"
+                    f"the scorer at {self.scorer_url} serves model {reply.model!r}, not {wanted!r} ({waited})"
                 )
             log.info("run %s: the scorer serves %r, not %r yet; asking again in %.1f s", event.run_id,
                      "nothing" if unavailable else reply.model, wanted, pause)  # fmt: skip
@@ -237,7 +250,7 @@ class ScoreWorker:
             try:
                 reply, unavailable = self._ask(event.request), None
             except grpc.RpcError as e:
-                if e.code() is not grpc.StatusCode.UNAVAILABLE:
+                if e.code() is not grpc.StatusCode.UNAVAILABLE and not not_served(e):
                     raise
                 unavailable = e
         return reply
@@ -245,7 +258,8 @@ class ScoreWorker:
     def _ask(self, request: reward_pb2.ScoreRequest) -> reward_pb2.ScoreResponse:
         history = [(m.role, m.content) for m in request.history]
         return self._timed(
-            self.client.score_full, request.prompt, list(request.responses), request.system_prompt, history
+            self.client.score_full,
+            *(request.prompt, list(request.responses), request.system_prompt, history, None, request.model),
         )
 
     def _timed(self, call: Any, *args: Any) -> Any:

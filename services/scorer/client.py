@@ -176,8 +176,11 @@ class RewardClient:
         system_prompt: str = "",
         history: Sequence[tuple[str, str]] = (),
         timeout: float | None = None,
+        model: str | None = None,
     ) -> reward_pb2.ScoreResponse:
-        return self._call(self.stub.Score, _request(prompt, responses, system_prompt, history, self.model), timeout)
+        """The whole reply; `model` names the model for this call (None: the client's)."""
+        name = self.model if model is None else model
+        return self._call(self.stub.Score, _request(prompt, responses, system_prompt, history, name), timeout)
 
     def score(
         self,

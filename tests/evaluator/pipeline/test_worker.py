@@ -137,7 +137,8 @@ def test_a_scorer_that_keeps_another_model_fails_the_run_with_the_reason(
         sink.close()
     failed = run_message(engine, run_id)
     assert failed.model_id == "rm-wanted" and failed.items_scored == 0
-    assert failed.error.startswith(f"the scorer at {url} serves model 'tiny', not 'rm-wanted' (asked for ")
+    assert failed.error.startswith(f"the scorer at {url} does not serve model 'rm-wanted' (")  # NOT_FOUND, waited on
+    assert "this scorer serves tiny only" in failed.error and "; asked for " in failed.error
     assert sink.consumer.stats.handled == 1  # one event saying why; the run's other requests were skipped
 
 

@@ -21,8 +21,8 @@ import typer
 from cheems_cli.options import DatabaseUrl, clear_errors
 
 if TYPE_CHECKING:
+    from services.models.lifecycle import ModelLifecycle
     from services.store.lifecycle import Change
-    from trainer.service.lifecycle import ModelLifecycle
 
 registry = typer.Typer(help="The model registry: register, list, promote, roll back, reject.", no_args_is_help=True)
 ModelId = Annotated[str, typer.Argument(help="A registered model's id.")]
@@ -31,9 +31,9 @@ Reason = Annotated[str, typer.Option(help="Why (recorded with the step).")]
 
 
 def _lifecycle(db: str) -> ModelLifecycle:
+    from services.models.lifecycle import ModelLifecycle
     from services.store.db import StoreConfig, create_engine_for
     from services.store.migrate import upgrade
-    from trainer.service.lifecycle import ModelLifecycle
 
     upgrade(db)
     return ModelLifecycle(create_engine_for(StoreConfig(db)))

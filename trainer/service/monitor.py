@@ -25,13 +25,13 @@ from sqlalchemy.engine import Engine
 from cheems.v1 import events_pb2
 from services.bus import topics
 from services.bus.client import Publisher
+from services.models.messages import model_message
 from services.store import registry
 from services.store.db import session_scope
 from services.store.models import Training
 from services.store.registry import ENDED
 from trainer.service.config import TrainingConfig
 from trainer.service.launchers import Launcher, Status
-from trainer.service.messages import model_message
 from trainer.service.progress import MetricsReader, exported_model, final_overall, progress_of
 
 log = logging.getLogger(__name__)

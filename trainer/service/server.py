@@ -24,12 +24,13 @@ from cheems.v1 import training_pb2
 from services.bus.client import Publisher
 from services.grpc_errors import abort
 from services.hosting import GrpcHost, HostConfig, checked_handler
+from services.models.lifecycle import ModelLifecycle
+from services.models.messages import change_message, model_message
 from services.store.lifecycle import Change
 from trainer.service.auto import AutoTrainer
 from trainer.service.config import TrainingConfig
 from trainer.service.launchers import Launcher
-from trainer.service.lifecycle import ModelLifecycle
-from trainer.service.messages import change_message, dataset_message, model_message, training_message
+from trainer.service.messages import dataset_message, training_message
 from trainer.service.trainings import TrainingService
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ class TrainingServicer:
             lambda: training_pb2.ListModelsResponse(models=[model_message(m, a) for m, a in self.models.listing()]),
         )
 
-    # --- the model lifecycle (trainer.service.lifecycle)
+    # --- the model lifecycle (services.models.lifecycle)
 
     def RegisterModel(self, request: Any, context: grpc.ServicerContext) -> training_pb2.Model:
         def work() -> training_pb2.Model:

@@ -16,7 +16,6 @@ publisher. The steps themselves, their rules and their locking: `services.store.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,53 +23,17 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from cheems.errors import ModelError
 from cheems.v1 import events_pb2
 from services.bus import topics
 from services.bus.codec import encode
+from services.models.checkpoint import check_checkpoint
+from services.models.messages import change_message, model_message
 from services.store import lifecycle, outbox
 from services.store.db import session_scope
 from services.store.lifecycle import Change
 from services.store.models import RegisteredModel
-from trainer.service.messages import change_message, model_message
 
 log = logging.getLogger(__name__)
-PROBE = ("你好，请介绍一下你自己。", ["我是一个乐于助人的助手。", "不知道。"])  # the prompt every new model must score
-
-
-def check_checkpoint(path: str) -> list[float]:
-    """Load `path` as a sequence-classification reward model and score PROBE with it: its two rewards.
-
-    ModelError (nothing registered) when the directory is missing, is not a standard
-    AutoModelForSequenceClassification with one output, or gives a reward that is not a finite number."""
-    import torch
-
-    from cheems.chat import Truncation
-    from cheems.forward import forward_rewards
-    from cheems.model import load_model
-    from services.scorer.tokenization import make_job, tokenize_job
-
-    directory = Path(path)
-    if not directory.is_dir():
-        raise ModelError(f"{path}: not a directory")
-    if not (directory / "config.json").is_file():
-        raise ModelError(f"{path}: no config.json; not a Hugging Face model directory")
-    try:
-        model, tokenizer = load_model(directory, strict=True)
-    except ModelError:
-        raise
-    except Exception as e:  # transformers raises many kinds for a directory that is not a model
-        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ModelError(f"{path}: does not load as a sequence-classification reward model: {why}") from None
-    if getattr(model.config, "num_labels", 1) != 1:
-        raise ModelError(f"{path}: {model.config.num_labels} outputs; a reward model has one (num_labels=1)")
-    job = make_job(PROBE[0], PROBE[1])
-    sequences = [e.input_ids for e in tokenize_job(tokenizer, job, 256, Truncation.LEFT)]
-    with torch.no_grad():
-        rewards = forward_rewards(model.eval(), sequences).float().tolist()
-    if len(rewards) != len(PROBE[1]) or not all(math.isfinite(r) for r in rewards):
-        raise ModelError(f"{path}: scored the probe prompt with {rewards}: not one finite reward per response")
-    return [float(r) for r in rewards]
 
 
 class ModelLifecycle:

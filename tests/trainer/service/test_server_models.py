@@ -1,5 +1,5 @@
 """The model lifecycle through the training service's gRPC API (SQLite and PostgreSQL), each step's ModelEvent
-relayed from the outbox to the real broker, and the checkpoint check that guards registration."""
+relayed from the outbox to the real broker."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import grpc
 import pytest
 from sqlalchemy import Engine
 
-from cheems.errors import ModelError
 from cheems.v1 import training_pb2, training_pb2_grpc
 from services.annotation.events import EventRelay
 from services.bus import topics
@@ -23,7 +22,6 @@ from services.hosting import HostConfig
 from tests.trainer.conftest import read_events
 from trainer.service.config import TrainingConfig
 from trainer.service.launchers.local import LocalLauncher
-from trainer.service.lifecycle import check_checkpoint
 from trainer.service.server import host
 from trainer.service.trainings import TrainingService
 
@@ -46,37 +44,6 @@ def refused(call: Callable[[], Any]) -> grpc.RpcError:
     with pytest.raises(grpc.RpcError) as caught:
         call()
     return caught.value
-
-
-def test_a_real_reward_model_passes_the_check_and_others_are_refused(
-    tiny_checkpoint: Callable[..., Path], tmp_path: Path
-) -> None:
-    rewards = check_checkpoint(str(tiny_checkpoint()))
-    assert len(rewards) == 2 and rewards[0] != rewards[1]
-    with pytest.raises(ModelError, match="not a directory"):
-        check_checkpoint(str(tmp_path / "nowhere"))
-    (tmp_path / "empty").mkdir()
-    with pytest.raises(ModelError, match=r"no config\.json"):
-        check_checkpoint(str(tmp_path / "empty"))
-    from transformers import Qwen2ForCausalLM, Qwen2ForSequenceClassification
-
-    from trainer.tiny import build_tokenizer, tiny_config
-
-    tokenizer = build_tokenizer()
-    chat_model = tmp_path / "chat-model"  # a causal LM: no reward head, transformers would make one up
-    Qwen2ForCausalLM(tiny_config(tokenizer, hidden_size=32)).save_pretrained(chat_model)
-    two_outputs = tmp_path / "two-outputs"
-    Qwen2ForSequenceClassification(tiny_config(tokenizer, hidden_size=32, num_labels=2)).save_pretrained(two_outputs)
-    for folder in (chat_model, two_outputs):
-        tokenizer.save_pretrained(folder)
-    with pytest.raises(ModelError, match=r"chat-model: not a trained reward model: .*score\.weight"):
-        check_checkpoint(str(chat_model))
-    with pytest.raises(ModelError, match="two-outputs: does not load"):
-        check_checkpoint(str(two_outputs))
-    (tmp_path / "garbage").mkdir()
-    (tmp_path / "garbage" / "config.json").write_text("{不是 JSON")
-    with pytest.raises(ModelError, match="garbage"):
-        check_checkpoint(str(tmp_path / "garbage"))
 
 
 def test_register_promote_rollback_reject_over_grpc_each_step_announced(

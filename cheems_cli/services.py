@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, cast
 
 import typer
 
@@ -142,11 +142,19 @@ def service_evaluation(
             help="Evaluate every newly registered model on this bench file under --bench-root (repeat for more).",
         ),
     ] = None,
+    promotion: Annotated[
+        str, typer.Option(help="What an evaluated model becomes: manual (a person promotes) or auto (the gate).")
+    ] = "manual",
+    min_gain: Annotated[float, typer.Option(help="auto: Overall over production's needed to promote.")] = 0.0,
+    max_drop: Annotated[
+        float, typer.Option(help="auto: the most any subset's (Acc.+Exact.)/2 may fall below production's.")
+    ] = 0.02,
 ) -> None:
     """gRPC cheems.v1.EvaluationService (StartRun, GetRun) with health, and the leaderboard over HTTP
     (--http-port), until SIGTERM; with --evaluate-models, a run of each newly registered model
-    (cheems.models.v1) on those files, scored by --scorer-url."""
+    (cheems.models.v1) on those files, scored by --scorer-url, and the promotion gate (--promotion)."""
     from evaluator.errors import BadRequest
+    from evaluator.pipeline.gate import GatePolicy
     from evaluator.pipeline.model_runs import ModelRunsConfig
     from evaluator.server import EvaluationConfig, resolve_bench, serve
     from services.hosting import HostConfig
@@ -161,7 +169,11 @@ def service_evaluation(
         except BadRequest as e:
             raise typer.BadParameter(str(e).partition(": ")[2], param_hint="--evaluate-models") from None
         models = ModelRunsConfig(bench, required(scorer_url, "CHEEMS_SCORER_URL"))
-    config = EvaluationConfig(Path(bench_root), HostConfig(port=port, host=host), models, http_port)
+    try:
+        gate = GatePolicy(cast(Any, promotion), min_gain, max_drop)  # GatePolicy checks the mode
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    config = EvaluationConfig(Path(bench_root), HostConfig(port=port, host=host), models, http_port, gate)
     serve(
         db, bootstrap, config,
         lambda bound: typer.echo(f"evaluation: gRPC {host}:{bound}, bench root {bench_root}"),

@@ -41,9 +41,10 @@ from evaluator.convert import semantics_from_proto
 from evaluator.errors import BadRequest
 from evaluator.evaluate import EvalOptions
 from evaluator.leaderboard.app import create_app
+from evaluator.pipeline.gate import Gate, GatePolicy
 from evaluator.pipeline.model_runs import ModelEvaluator, ModelRunsConfig
 from evaluator.pipeline.runs import require_model, run_message, start_run
-from services.bus.client import Publisher
+from services.bus.client import EventConsumer, Publisher
 from services.grpc_errors import abort
 from services.hosting import EVALUATION_PORT, GrpcHost, HostConfig
 from services.web import HttpServer
@@ -56,12 +57,14 @@ SERVICE = "cheems.v1.EvaluationService"
 class EvaluationConfig:
     """bench_root: bench files are read from under here and nowhere else; host: the gRPC server;
     models: evaluate every newly registered model on these files (None: only the runs asked for);
-    http_port: the leaderboard's HTTP port on host.host (0 = any free port, -1 = no HTTP)."""
+    http_port: the leaderboard's HTTP port on host.host (0 = any free port, -1 = no HTTP);
+    gate: the promotion policy applied to each evaluated model (evaluator.pipeline.gate), with `models`."""
 
     bench_root: Path
     host: HostConfig = field(default_factory=lambda: HostConfig(port=EVALUATION_PORT))
     models: ModelRunsConfig | None = None
     http_port: int = -1
+    gate: GatePolicy = field(default_factory=GatePolicy)  # with `models`: what an evaluated model becomes
 
     def __post_init__(self) -> None:
         if not -1 <= self.http_port <= 65535:
@@ -149,9 +152,12 @@ def serve(
     grpc_host = host(servicer, config.host).start()
     stop = threading.Event()
     follower = None
+    gate = None
     if config.models is not None:
         evaluator = ModelEvaluator(bootstrap, engine, publisher, config.models)
         follower = follow_models(evaluator, stop, grpc_host)
+        gate = run_gate(Gate(engine, config.gate).consumer(bootstrap), stop, grpc_host)
+        log.info("promotion gate: %s", config.gate)
     log.info("evaluation serving on %s:%d, bench root %s", config.host.host, grpc_host.port, config.bench_root)
     if on_ready is not None:
         on_ready(grpc_host.port)
@@ -162,6 +168,8 @@ def serve(
         web.stop()
     if follower is not None:
         follower.join(timeout=30)
+    if gate is not None:
+        gate.join(timeout=30)
     publisher.close()
 
 
@@ -180,4 +188,21 @@ def follow_models(evaluator: ModelEvaluator, stop: threading.Event, grpc_host: G
     thread = threading.Thread(target=loop, name="model-evaluator", daemon=True)
     thread.start()
     log.info("evaluating every new model on %s", ", ".join(evaluator.config.bench))
+    return thread
+
+
+def run_gate(consumer: EventConsumer, stop: threading.Event, grpc_host: GrpcHost) -> threading.Thread:
+    """Consume evaluation results in a thread until `stop`; a gate that dies turns liveness NOT_SERVING."""
+
+    def loop() -> None:
+        try:
+            consumer.run(stop)
+        except Exception:
+            log.exception("the promotion gate stopped: evaluated models are not decided (liveness NOT_SERVING)")
+            grpc_host.set_alive(False)
+        finally:
+            consumer.close()
+
+    thread = threading.Thread(target=loop, name="promotion-gate", daemon=True)
+    thread.start()
     return thread

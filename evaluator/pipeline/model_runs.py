@@ -75,6 +75,8 @@ class ModelEvaluator:
         if not model_id:
             log.warning("ignoring a model event without a model id (key %r)", key)
             return
+        if event.change.action not in ("", "registered"):  # a lifecycle step of a model known already
+            return
         self.evaluate(model_id)
 
     def evaluate(self, model_id: str) -> str | None:

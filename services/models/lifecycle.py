@@ -52,16 +52,16 @@ class ModelLifecycle:
         return model
 
     def promote(self, model_id: str, actor: str, reason: str = "", force: bool = False) -> list[Change]:
-        return self._step(lambda s: lifecycle.promote(s, model_id, actor, reason, force))
+        return self.apply(lambda s: lifecycle.promote(s, model_id, actor, reason, force))
 
     def rollback(self, actor: str, reason: str = "") -> list[Change]:
-        return self._step(lambda s: lifecycle.rollback(s, actor, reason))
+        return self.apply(lambda s: lifecycle.rollback(s, actor, reason))
 
     def reject(self, model_id: str, actor: str, reason: str, **details: Any) -> list[Change]:
-        return self._step(lambda s: lifecycle.reject(s, model_id, actor, reason, **details))
+        return self.apply(lambda s: lifecycle.reject(s, model_id, actor, reason, **details))
 
     def mark_evaluated(self, model_id: str, actor: str, **details: Any) -> list[Change]:
-        return self._step(lambda s: lifecycle.mark_evaluated(s, model_id, actor, **details))
+        return self.apply(lambda s: lifecycle.mark_evaluated(s, model_id, actor, **details))
 
     def production(self) -> RegisteredModel | None:
         with session_scope(self.engine) as session:
@@ -75,7 +75,8 @@ class ModelLifecycle:
             names = lifecycle.aliases(session)
             return [(m, names.get(m.id, [])) for m in registry.list_models(session)]
 
-    def _step(self, step: Callable[[Session], list[Change]]) -> list[Change]:
+    def apply(self, step: Callable[[Session], list[Change]]) -> list[Change]:
+        """Run `step` (store steps in a session) and announce what it recorded, in one transaction."""
         with session_scope(self.engine) as session:
             changes = step(session)
             announce(session, changes)

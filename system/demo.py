@@ -9,9 +9,10 @@
    simulated human annotators (`cheems annotate simulate-humans`) rank them through AnnotationService.
 3. With two trainings, human.jsonl is ingested too, once the human rankings are in; the AI judge
    worker annotates it pairwise.
-4. The loop runs by itself: rankings -> dataset -> training -> model -> the scorer switches -> the
-   evaluator evaluates the model. The demo prints each event as it happens, then the CheemsBench
-   table of every model, and stops everything it started.
+4. The loop runs by itself: rankings -> dataset -> training -> a candidate model -> the evaluator scores it by
+   its id -> the gate (`--promotion auto`) promotes it (or rejects it) -> the scorer's default model follows
+   production. The demo prints each event as it happens, then the CheemsBench table of every model, and
+   stops everything it started.
 """
 
 from __future__ import annotations
@@ -179,10 +180,17 @@ def _follow(
                     f"now serves {served}"
                     + (f" (the last load failed: {model.follow_error})" if model.follow_error else "")
                 )
-            registered = [e.model.model_id for e in timeline.of(topics.MODELS)]
+            events = timeline.of(topics.MODELS)
+            registered = [e.model.model_id for e in events if e.change.action in ("", "registered")]
+            decided = {e.model.model_id for e in events if e.change.to_state in ("production", "rejected")}
+            promoted = [e.model.model_id for e in events if e.change.to_state == "production"]
             done = {e.run.model_id: e.run for e in timeline.of(topics.EVAL_RESULTS) if e.run.state in (3, 4)}
-            if len(registered) >= trainings and all(m in done for m in registered[:trainings]):
-                return {m: (done[m].result.overall if done[m].state == 3 else None) for m in registered[:trainings]}
+            models = registered[:trainings]
+            evaluated = len(registered) >= trainings and all(m in done for m in models)
+            # the gate decided each (a failed evaluation decides nothing), and the scorer follows production
+            decided_all = evaluated and all(m in decided or done[m].state == 4 for m in models)
+            if decided_all and (not promoted or served == promoted[-1]):
+                return {m: (done[m].result.overall if done[m].state == 3 else None) for m in models}
             time.sleep(1.0)
     raise DeadlineExceeded(f"the loop did not train and evaluate {trainings} model(s) in time; see the logs")
 

@@ -25,6 +25,7 @@ class SystemConfig:
     judge_url / judge_model / judge_key_file: an OpenAI-compatible AI judge; empty = no judge worker.
     ai_sources / human_sources: which samples (by their source) go to the AI judge and to human tasks.
     auto_after: train automatically once this many new rankings arrived since the last dataset (0 = off).
+    promotion: what an evaluated model becomes: "auto" (the gate promotes or rejects it) or "manual".
     ports_from: first port of the block the processes listen on (each process has its own offset).
     """
 
@@ -42,6 +43,7 @@ class SystemConfig:
     dataset_recipe: str = "human-debias"
     training_overrides: Sequence[str] = ()
     auto_after: int = 0
+    promotion: str = "auto"
     nproc: int = 1
     ports_from: int = 0  # 0 = the standard ports (services.hosting)
     make_base_model: bool = False  # run `cheems init-model` into `model` first (it is missing)
@@ -52,6 +54,8 @@ class SystemConfig:
             raise ValueError(f"auto_after must be >= 0, got {self.auto_after}")
         if self.nproc < 1:
             raise ValueError(f"nproc must be >= 1, got {self.nproc}")
+        if self.promotion not in ("auto", "manual"):
+            raise ValueError(f"promotion must be 'auto' or 'manual', got {self.promotion!r}")
         if not 0 <= self.ports_from <= 65535 - 100:
             raise ValueError(f"ports_from must be 0 or a port with room for 100 after it, got {self.ports_from}")
 
@@ -128,6 +132,7 @@ def plan(config: SystemConfig) -> list[Process]:
     evaluation += ["--scorer-url", scorer, "--http-port", str(p(hosting.EVALUATION_HTTP_PORT))]  # the leaderboard
     if config.bench:
         evaluation += [a for b in config.bench for a in ("--evaluate-models", b.name)]
+        evaluation += ["--promotion", config.promotion]
     processes += [
         _grpc("training", tuple(training), p(hosting.TRAINING_PORT)),
         Process("scorer", tuple(serve), p(hosting.SCORER_GRPC_PORT), start_timeout=300.0),

@@ -39,8 +39,16 @@ def describe(topic: str, event: Any) -> tuple[str, str] | None:
         d = event.dataset
         return producer, f"dataset {d.dataset_id[:8]} ({d.recipe}): {d.prompts} prompts, {d.pairs} pairs"
     if topic == topics.MODELS:
-        m = event.model
+        m, step = event.model, event.change
+        if step.action and step.action != "registered":
+            why = f" ({step.reason})" if step.reason else ""
+            return (
+                producer,
+                f"model {m.model_id} {step.action}: {step.from_state} -> {step.to_state} by {step.actor}{why}",
+            )
         overall = f", overall {m.overall:.4f} in training" if m.HasField("overall") else ""
+        if not m.dataset_id:
+            return producer, f"model {m.model_id} registered from {m.path}"
         return producer, f"model {m.model_id} registered from dataset {m.dataset_id[:8]} ({m.dataset_recipe}){overall}"
     if topic == topics.EVAL_RESULTS:
         run = event.run

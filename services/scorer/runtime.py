@@ -95,9 +95,9 @@ class ScorerServer:
             if feed is not None:
                 feed.close()
             raise
-        if feed is not None:
-            self.follower = Follower(feed, self.models, self._load)
         lookup = registry_lookup(config.db) if config.follow and config.db else None
+        if feed is not None:
+            self.follower = Follower(feed, self.models, self._load, lookup)
         self.shelf = ModelShelf(self.models, self._load, lookup, config.max_models)
         scorer = self.scorer = Scorer(config, self.models, ScorerMetrics(), self.shelf)
         self._grpc, self.grpc_port, self._health = create_server(config, scorer)
@@ -130,8 +130,9 @@ class ScorerServer:
         models = self.models
 
         def ready() -> bool:
+            # following the registry without a production model yet: calls that name theirs are served
             current = models.current
-            return current is not None and current.ready()
+            return current.ready() if current is not None else self.follower is not None
 
         def dead() -> bool:
             current = models.current

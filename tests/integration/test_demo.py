@@ -47,7 +47,8 @@ def test_the_demo_runs_the_loop_through_the_services_and_stops_everything(tmp_pa
     firsts: dict[str, float] = {}
     for stage, needle in [("sample", "ingestion    sample "), ("ranking", "annotation   ranking of"),
                           ("dataset", "training     dataset "), ("model", "registered from dataset"),
-                          ("switch", "scorer       now serves rm-"), ("evaluated", "CheemsBench overall")]:  # fmt: skip
+                          ("evaluated", "CheemsBench overall"), ("promoted", "promoted: evaluated -> production"),
+                          ("switch", "scorer       now serves rm-")]:  # fmt: skip
         firsts[stage] = next(t for t, line in zip(stamps, lines, strict=True) if t is not None and needle in line)
     assert list(firsts) == sorted(firsts, key=firsts.__getitem__), firsts
     status = subprocess.run(

@@ -2,9 +2,9 @@
 
     feed = ModelFeed("127.0.0.1:9092")       # positions fixed at the topic's end now
     ...                                      # read the registry, load the first model
-    for model in feed.poll(500): ...         # cheems.v1.Model of each registration since then
+    for event in feed.poll(500): ...         # cheems.v1.ModelEvent of each registration or step since then
 
-Every scorer replica must see every registration, so the feed assigns itself all partitions rather
+Every scorer replica must see every promotion, so the feed assigns itself all partitions rather
 than joining a group (where replicas would split them), and commits nothing. It starts at the end,
 fixed when it is made: a model registered after that is polled, one registered before it is in the
 registry, which the scorer reads afterwards; nothing falls between. A message that does not decode
@@ -19,7 +19,7 @@ from typing import Any
 
 from kafka.errors import KafkaError
 
-from cheems.v1 import training_pb2
+from cheems.v1 import events_pb2
 from services.bus.client import CONSUMER_TIMEOUTS
 from services.bus.codec import BadMessage, decode
 from services.bus.topics import MODELS
@@ -64,18 +64,18 @@ class ModelFeed:
             time.sleep(0.2)
         return set(partitions)
 
-    def poll(self, timeout_ms: int = 500) -> list[training_pb2.Model]:
-        """The models registered since the last poll (waits up to `timeout_ms` for the first)."""
+    def poll(self, timeout_ms: int = 500) -> list[events_pb2.ModelEvent]:
+        """The model events since the last poll: registrations and lifecycle steps (waits up to `timeout_ms`)."""
         batches = self.consumer.poll(timeout_ms=timeout_ms)
-        return [m for batch in batches.values() for r in batch if (m := self._model(r)) is not None]
+        return [e for batch in batches.values() for r in batch if (e := self._event(r)) is not None]
 
-    def _model(self, record: Any) -> training_pb2.Model | None:
+    def _event(self, record: Any) -> events_pb2.ModelEvent | None:
         try:
             event = decode(record.topic, record.value, list(record.headers or []))
         except BadMessage as e:
             log.warning("skipping %s[%d]@%d: %s", record.topic, record.partition, record.offset, e)
             return None
-        return event.model
+        return event
 
     def close(self) -> None:
         consumer = getattr(self, "consumer", None)

@@ -1,16 +1,19 @@
-"""`cheems serve --follow`: load each newly registered model beside the current one, then switch to it.
+"""`cheems serve --follow`: the default model is the registry's `production` model, and follows it.
 
-    follower = Follower(feed, slot, lambda ref: load_served(config, ref)).start()
+    follower = Follower(feed, slot, lambda ref: load_served(config, ref), lookup).start()
     ...
     follower.stop()
 
-For each model event (cheems.models.v1) the follower decides (`ModelRef.is_newer_than`): a model
-registered before the one served, or the one served, is ignored. A newer one is loaded while the
-current one keeps serving (its own Triton, or a second torch model, and its tokenizers), then
-`ModelSlot.swap` switches atomically: calls already running finish on the old model, which is closed
-once they are done. A model that fails to load leaves the current one serving; `slot.follow_error`
-(GetModelInfo.follow_error) says why until a later model loads. A broker that stops answering is
-logged and retried; it never stops the serving.
+The follower switches the default model (what calls that name no model get) when a model becomes production:
+a ModelEvent whose step ends in `production` (a promotion, a rollback) on cheems.models.v1, or, every
+`reconcile_seconds`, the registry's `production` alias read directly (an event relayed late or missed). A
+registration changes nothing: a candidate is served only to the calls that name it (`ModelShelf`), so no
+unevaluated model reaches an RLHF client by default. The new production model is loaded while the current one
+keeps serving (its own Triton, or a second torch model, and its tokenizers), then `ModelSlot.swap` switches
+atomically: calls already running finish on the old model, which is closed once they are done. A model that
+fails to load leaves the current one serving; `slot.follow_error` (GetModelInfo.follow_error) says why until
+a later one loads, and the same model is not tried again by the reconciliation. A broker that stops
+answering is logged and retried; it never stops the serving.
 """
 
 from __future__ import annotations
@@ -21,13 +24,16 @@ import time
 from collections.abc import Callable
 from datetime import UTC
 
-from cheems.v1 import training_pb2
+from cheems.v1 import events_pb2, training_pb2
+from services.scorer.errors import ScorerError
 from services.scorer.models.feed import ModelFeed
 from services.scorer.models.loading import load_error
 from services.scorer.models.served import ModelRef, ModelSlot, ServedModel
+from services.scorer.models.shelf import Lookup
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 2.0  # pause after a failed poll (broker gone), before polling again
+PRODUCTION = "production"
 
 
 def ref_of(model: training_pb2.Model) -> ModelRef:
@@ -37,41 +43,74 @@ def ref_of(model: training_pb2.Model) -> ModelRef:
 
 class Follower:
     def __init__(
-        self, feed: ModelFeed, slot: ModelSlot, load: Callable[[ModelRef], ServedModel], poll_ms: int = 500
+        self,
+        feed: ModelFeed,
+        slot: ModelSlot,
+        load: Callable[[ModelRef], ServedModel],
+        lookup: Lookup | None = None,
+        poll_ms: int = 500,
+        reconcile_seconds: float = 5.0,
     ) -> None:
-        self.feed, self.slot, self.load, self.poll_ms = feed, slot, load, poll_ms
+        self.feed, self.slot, self.load, self.lookup = feed, slot, load, lookup
+        self.poll_ms, self.reconcile_seconds = poll_ms, reconcile_seconds
         self.switches = 0
+        self._failed = ""  # the production model that would not load: not tried again until another comes
+        self._reconciled = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def handle(self, ref: ModelRef) -> bool:
-        """Load and switch to `ref` if it is newer than the model served; True when it switched."""
+        """Load `ref`, production now, and make it the default; True when it switched."""
         current = self.slot.current
-        if not ref.is_newer_than(current.ref if current else None):
-            log.info("model %s is not newer than %s: ignored", ref.model_id, current.ref.model_id if current else "-")
+        if current is not None and current.ref.model_id == ref.model_id:
             return False
-        log.info("model %s registered: loading %s beside the current one", ref.model_id, ref.path)
+        log.info("model %s is production: loading %s beside the current one", ref.model_id, ref.path)
         started = time.monotonic()
         try:
             model = self.load(ref)
         except Exception as e:  # a broken checkpoint must not stop the serving, whatever it raises
-            self.slot.follow_error = load_error(ref, e)
+            self.slot.follow_error, self._failed = load_error(ref, e), ref.model_id
             log.error("%s; still serving %s", self.slot.follow_error, current.ref.model_id if current else "nothing")
             return False
         if self._stop.is_set():  # stopping: the server will not close what it does not hold
             model.close()
             return False
         self.slot.swap(model)
-        self.slot.follow_error = ""
+        self.slot.follow_error, self._failed = "", ""
         self.switches += 1
         log.info("now serving model %s (loaded in %.1f s)", ref.model_id, time.monotonic() - started)
         return True
 
+    def on_event(self, event: events_pb2.ModelEvent) -> bool:
+        """A step that makes a model production switches to it; anything else changes nothing."""
+        if event.change.to_state != PRODUCTION:
+            step = event.change.action or "registered"
+            log.info("model %s %s: served only to calls naming it", event.model.model_id, step)
+            return False
+        return self.handle(ref_of(event.model))
+
+    def reconcile(self) -> bool:
+        """Switch to the registry's production model if it is not the default (a step whose event is late)."""
+        self._reconciled = time.monotonic()
+        if self.lookup is None:
+            return False
+        try:
+            ref, _ = self.lookup(PRODUCTION)
+        except ScorerError as e:  # no production model yet, or the registry away: nothing to do now
+            log.debug("reconciling with the registry: %s", e)
+            return False
+        current = self.slot.current
+        if ref.model_id == self._failed or (current is not None and current.ref.model_id == ref.model_id):
+            return False
+        return self.handle(ref)
+
     def poll_once(self) -> None:
-        for model in self.feed.poll(self.poll_ms):
+        for event in self.feed.poll(self.poll_ms):
             if self._stop.is_set():
                 return
-            self.handle(ref_of(model))
+            self.on_event(event)
+        if time.monotonic() - self._reconciled >= self.reconcile_seconds:
+            self.reconcile()
 
     def start(self) -> Follower:
         def loop() -> None:

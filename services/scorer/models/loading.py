@@ -1,6 +1,6 @@
 """Loading a checkpoint to serve, and choosing the first one: `--model`, or the registry's best.
 
-    model, why_not = load_first(config)                  # --model DIR, or (--follow) the store's best model
+    model, why_not = load_first(config)                  # --model DIR, or (--follow) the production model
     model = load_served(config, ref, previous=current)   # tokenizer + backend (its own Triton, or torch)
 
 A model that cannot be loaded leaves nothing running (a Triton started for it is stopped) and raises.
@@ -23,29 +23,26 @@ from services.scorer.triton.model import TritonHost
 
 log = logging.getLogger(__name__)
 WEIGHTS = {".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".ckpt"}
-MAX_FIRST_TRIES = 5
 NOT_TOKENIZER = {"cheems_metadata.json", "model.safetensors.index.json", "pytorch_model.bin.index.json"}
 
 
 def first_models(config: ScorerConfig) -> list[ModelRef]:
-    """What to serve first, in order of preference: `--model` (its id `--model-id`, else its directory's
-    name); without it, the registered models, the registry's best first (the newest when none is
-    evaluated), then the others newest first. Empty when the registry holds none yet."""
+    """What to serve first: `--model` (its id `--model-id`, else its directory's name); without it, the
+    registry's production model. Empty when there is none yet (calls must then name their model)."""
     if config.model:
         return [ModelRef(config.model_id or ModelRef("", config.model).name, config.model)]
-    return registered(config.db)
+    return production_of(config.db)
 
 
-def registered(url: str) -> list[ModelRef]:
-    from services.store import registry
+def production_of(url: str) -> list[ModelRef]:
+    from services.store import lifecycle
     from services.store.db import StoreConfig, create_engine_for, session_scope
 
     engine = create_engine_for(StoreConfig(url))
     try:
         with session_scope(engine) as session:
-            best = registry.best_model(session)
-            rows = [m for m in registry.list_models(session) if best is None or m.id != best.id]
-            return [ModelRef(m.id, m.path, m.created_at) for m in ([best] if best else []) + rows]
+            model = lifecycle.production(session)
+            return [ModelRef(model.id, model.path, model.created_at)] if model is not None else []
     finally:
         engine.dispose()
 
@@ -79,19 +76,18 @@ def registry_lookup(url: str) -> Lookup:
 
 
 def load_first(config: ScorerConfig, backend: Backend | None = None) -> tuple[ServedModel | None, str]:
-    """(the first model that loads, why those before it did not). `--model` that fails raises: it names
-    the one model to serve. A registered one that fails is passed over for the next (a restart after the
-    newest model proved broken serves the one before it), up to MAX_FIRST_TRIES."""
-    failures: list[str] = []
-    for ref in first_models(config)[:MAX_FIRST_TRIES]:
+    """(the first model, loaded; why it could not be, when it could not). `--model` that fails raises: it
+    names the one model to serve. A production model that fails leaves the scorer without a default model
+    (calls naming theirs are still served) and says why."""
+    for ref in first_models(config):
         try:
-            return load_served(config, ref, backend), "; ".join(failures)
+            return load_served(config, ref, backend), ""
         except Exception as e:
             if config.model:
                 raise
-            failures.append(load_error(ref, e))
-            log.error("%s; trying the next registered model", failures[-1])
-    return None, "; ".join(failures)
+            log.error("%s; serving no default model until another is production", load_error(ref, e))
+            return None, load_error(ref, e)
+    return None, ""
 
 
 def load_error(ref: ModelRef, error: BaseException) -> str:

@@ -28,7 +28,7 @@ from services.scorer.tokenization import longest_token
 from services.scorer.tokenizer_pool import TokenizerPool
 
 log = logging.getLogger(__name__)
-NO_MODEL = "no model to serve yet: waiting for the first model registered on cheems.models.v1"
+NO_MODEL = "no production model yet: name a registered model in the call (`model`), or promote one"
 
 
 @dataclass(frozen=True)

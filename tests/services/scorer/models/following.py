@@ -23,7 +23,7 @@ from services.scorer.models.loading import load_served
 from services.scorer.models.served import ModelRef, ModelSlot
 from services.scorer.service import ScoreArgs, Scorer
 from services.scorer.telemetry import ScorerMetrics
-from services.store import registry
+from services.store import lifecycle, registry
 from services.store.db import session_scope
 
 DATASET = "d" * 64
@@ -52,14 +52,22 @@ def register(engine: Engine, path: Path | str) -> training_pb2.Model:
         )
 
 
-def announce(bootstrap: str, model: training_pb2.Model) -> None:
-    """The ModelEvent the training service publishes once a model is registered."""
+def announce(bootstrap: str, model: training_pb2.Model, change: training_pb2.ModelChange | None = None) -> None:
+    """The ModelEvent the training service publishes once a model is registered (or a lifecycle step's)."""
     publisher = Publisher(bootstrap)
     try:
-        publisher.publish(MODELS, model.model_id, events_pb2.ModelEvent(model=model))
+        publisher.publish(MODELS, model.model_id, events_pb2.ModelEvent(model=model, change=change))
         publisher.flush()
     finally:
         publisher.close()
+
+
+def promote(engine: Engine, bootstrap: str, model: training_pb2.Model) -> None:
+    """A promotion recorded in the store and announced, as `cheems models promote` and the outbox relay do."""
+    with session_scope(engine) as session:
+        lifecycle.promote(session, model.model_id, "person:test")
+    if bootstrap:
+        announce(bootstrap, model, training_pb2.ModelChange(action="promoted", to_state="production"))
 
 
 def expected_scores(paths: dict[str, Path]) -> dict[str, list[list[float]]]:

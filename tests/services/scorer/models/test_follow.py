@@ -1,7 +1,8 @@
-"""`cheems serve --follow` on the torch backend, with the real broker and store: the scorer switches to each
-newly registered model under load without a failed or mixed call, keeps serving through a broken model (and a
-restart passes over it), ignores an older one, waits not ready while nothing is registered, and a scorer killed
-during a switch comes back with the newest registered model."""
+"""`cheems serve --follow` on the torch backend, with the real broker and store: the default model is the
+registry's production model. The scorer switches to each promoted model under load without a failed or mixed
+call, ignores registrations (candidates are served only to calls naming them), keeps serving through a broken
+production model, serves pinned calls while there is no production model yet, and a scorer killed during a
+switch comes back with the production model."""
 
 from __future__ import annotations
 
@@ -24,12 +25,15 @@ from services.scorer.config import ScorerConfig
 from services.scorer.models.loading import load_first
 from services.scorer.runtime import ScorerServer
 from services.scorer.triton.model import free_port
+from services.store import lifecycle
+from services.store.db import session_scope
 from tests.services.scorer.models.following import (
     REQUESTS,
     Load,
     announce,
     check_switch,
     model_info,
+    promote,
     register,
     serving,
     wait_for,
@@ -43,7 +47,10 @@ def following(
     broker: EmbeddedBroker, store: tuple[str, Engine], first: training_pb2.Model, expected: object
 ) -> Iterator[ScorerServer]:
     """`cheems serve --follow --db URL --backend torch --prefix-sharing off`, in process, started from the
-    registry (sharing off: not the default, so a model loaded later shows whether it kept the setting)."""
+    registry's production model (sharing off: not the default, so a model loaded later shows whether it kept
+    the setting)."""
+    with session_scope(store[1]) as session:
+        lifecycle.promote(session, first.model_id, "person:test")
     config = ScorerConfig(
         follow=True,
         bootstrap=broker.bootstrap,
@@ -72,13 +79,15 @@ def test_switches_under_load_without_a_failed_or_mixed_call(
         str(checkpoints["one"]),
         "torch",
         "",
-    ), "started from the registry's best model"
+    ), "started from the registry's production model"
     old = following.models.current
     two = register(store[1], checkpoints["two"])
+    announce(broker.bootstrap, two)  # registered: a candidate, not served by default
     with Load(port) as load:
         time.sleep(1.0)
+        assert model_info(port).model_id == first.model_id
         announced = time.monotonic()
-        announce(broker.bootstrap, two)
+        promote(store[1], broker.bootstrap, two)
         assert wait_for(lambda: model_info(port).model_id == two.model_id, 60)
         switched = time.monotonic()
         time.sleep(1.0)
@@ -91,11 +100,10 @@ def test_switches_under_load_without_a_failed_or_mixed_call(
     assert old is not None and wait_for(lambda: old.closed, 10), "the old model was not closed"
 
 
-def test_a_broken_model_leaves_the_current_one_serving_and_an_older_one_is_ignored(
+def test_a_broken_production_model_leaves_the_current_one_serving(
     following: ScorerServer,
     broker: EmbeddedBroker,
     store: tuple[str, Engine],
-    first: training_pb2.Model,
     checkpoints: dict[str, Path],
     expected: dict[str, list[list[float]]],
     caplog: pytest.LogCaptureFixture,
@@ -103,10 +111,8 @@ def test_a_broken_model_leaves_the_current_one_serving_and_an_older_one_is_ignor
     port, engine = following.grpc_port, store[1]
     caplog.set_level(logging.INFO, logger="services.scorer.models.follow")
     current = model_info(port)
-    announce(broker.bootstrap, first)  # registered before (or is) the model served
-    assert wait_for(lambda: f"model {first.model_id} is not newer" in caplog.text, 30), caplog.text
     broken = register(engine, checkpoints["broken"])
-    announce(broker.bootstrap, broken)
+    promote(engine, broker.bootstrap, broken)
     assert wait_for(lambda: model_info(port).follow_error, 30)
     info = model_info(port)
     assert info.model_id == current.model_id and broken.model_id in info.follow_error
@@ -116,11 +122,12 @@ def test_a_broken_model_leaves_the_current_one_serving_and_an_older_one_is_ignor
     assert reply.model == current.model_id
     name = Path(current.model_path).name
     assert list(reply.scores) == pytest.approx(expected["two" if name == "two" else "one"][0], abs=1e-4)
-    model, why = load_first(following.config)  # a restart now passes over the broken newest model
-    assert model is not None and model.ref.model_id == current.model_id and broken.model_id in why
-    model.close()
-    newest = register(engine, checkpoints["one"])  # the next registration is tried as usual
-    announce(broker.bootstrap, newest)
+    time.sleep(6)  # a reconciliation with the registry passes: the broken model is not loaded again
+    assert caplog.text.count(f"model {broken.model_id} is production: loading") == 1
+    model, why = load_first(following.config)  # a restart now serves no default model, and says why
+    assert model is None and broken.model_id in why
+    newest = register(engine, checkpoints["one"])  # the next promotion is tried as usual
+    promote(engine, broker.bootstrap, newest)
     assert wait_for(lambda: model_info(port).model_id == newest.model_id, 30)
     assert model_info(port).follow_error == ""
 
@@ -160,7 +167,7 @@ class Serve:
 
 
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
-def test_from_an_empty_registry_and_killed_during_a_switch_it_restarts_on_the_newest_model(
+def test_before_any_production_model_and_killed_during_a_switch_it_restarts_on_production(
     broker: EmbeddedBroker,
     engine: Engine,
     db_url: str,
@@ -172,16 +179,22 @@ def test_from_an_empty_registry_and_killed_during_a_switch_it_restarts_on_the_ne
     args += ["--grpc-port", str(port), "--http-port", "-1"]
     scorer = Serve(*args)
     try:
-        assert not serving(port) and model_info(port).model_id == "", "nothing registered: not ready"
+        assert serving(port) and model_info(port).model_id == "", "no production model: ready for pinned calls"
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel, pytest.raises(grpc.RpcError) as info:
             reward_pb2_grpc.RewardServiceStub(channel).Score(REQUESTS[0], timeout=10)
-        assert info.value.code() == grpc.StatusCode.UNAVAILABLE and "no model to serve yet" in str(info.value.details())
+        assert info.value.code() == grpc.StatusCode.UNAVAILABLE and "no production model yet" in str(
+            info.value.details()
+        )
         one = register(engine, checkpoints["one"])
-        announce(broker.bootstrap, one)
-        assert wait_for(lambda: serving(port), 60) and model_info(port).model_id == one.model_id
+        pinned = REQUESTS[0].__deepcopy__()
+        pinned.model = one.model_id
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            assert reward_pb2_grpc.RewardServiceStub(channel).Score(pinned, timeout=30).model == one.model_id
+        promote(engine, broker.bootstrap, one)
+        assert wait_for(lambda: model_info(port).model_id == one.model_id, 60)
         two = register(engine, checkpoints["two"])
-        scorer.kill_on(f"model {two.model_id} registered: loading")
-        announce(broker.bootstrap, two)
+        scorer.kill_on(f"model {two.model_id} is production: loading")
+        promote(engine, broker.bootstrap, two)
         assert scorer.killed.wait(30), scorer.log[-20:]
         assert not scorer.logged(f"now serving model {two.model_id}"), "killed after the switch, not during it"
         scorer = Serve(*args)

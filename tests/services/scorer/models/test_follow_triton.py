@@ -1,5 +1,5 @@
 """`cheems serve --follow` on Triton: a model a call names is loaded on demand in a Triton of its own and scores
-exactly as in process; the new model gets a Triton of its own, started beside the one serving;
+exactly as in process; a promoted model gets a Triton of its own, started beside the one serving;
 8 clients call Score through the switch without a failed or mixed call, readiness never drops, and the old
 Triton is stopped (no process left) once its last call is done."""
 
@@ -17,12 +17,14 @@ from services.bus.broker import EmbeddedBroker
 from services.scorer.config import ScorerConfig
 from services.scorer.runtime import ScorerServer
 from services.scorer.triton import processes
+from services.store import lifecycle
+from services.store.db import session_scope
 from tests.services.scorer.models.following import (
     REQUESTS,
     Load,
-    announce,
     check_switch,
     model_info,
+    promote,
     register,
     wait_for,
 )
@@ -38,6 +40,8 @@ def test_switches_to_a_new_triton_under_load(
     expected: dict[str, list[list[float]]],
 ) -> None:
     url, engine = store
+    with session_scope(engine) as session:
+        lifecycle.promote(session, first.model_id, "person:test")
     config = ScorerConfig(
         follow=True, bootstrap=broker.bootstrap, db=url, backend="triton", grpc_port=0, http_port=-1, watch_seconds=0.2
     )
@@ -59,7 +63,7 @@ def test_switches_to_a_new_triton_under_load(
         with Load(port) as load:
             time.sleep(1.0)
             announced = time.monotonic()
-            announce(broker.bootstrap, two)
+            promote(engine, broker.bootstrap, two)
             assert wait_for(lambda: model_info(port).model_id == two.model_id, 120)
             switched = time.monotonic()
             time.sleep(1.0)

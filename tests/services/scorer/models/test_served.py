@@ -52,7 +52,7 @@ def test_which_model_is_newer() -> None:
 
 def test_a_lease_pins_its_model_and_the_old_one_closes_when_its_last_call_ends() -> None:
     slot = ModelSlot()
-    with pytest.raises(BackendUnavailable, match="no model"), slot.lease():
+    with pytest.raises(BackendUnavailable, match="no production model"), slot.lease():
         pass
     first, second = served("rm-1"), served("rm-2")
     slot.swap(first)

@@ -24,7 +24,7 @@ from services.scorer.config import ScorerConfig
 from services.scorer.runtime import ScorerServer
 from services.store import lifecycle
 from services.store.db import session_scope
-from tests.services.scorer.models.following import REQUESTS, model_info, register
+from tests.services.scorer.models.following import REQUESTS, model_info, register, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,10 @@ pytestmark = pytest.mark.slow
 def server(
     broker: EmbeddedBroker, store: tuple[str, Engine], first: training_pb2.Model, expected: object
 ) -> Iterator[ScorerServer]:
-    """`cheems serve --follow --backend torch --max-models 2`: the default model and one more at a time."""
+    """`cheems serve --follow --backend torch --max-models 2`: the default model (production: "one", until the
+    second test promotes "two") and one more at a time. The tests build on each other, in file order."""
+    with session_scope(store[1]) as session:
+        lifecycle.promote(session, first.model_id, "person:test")
     config = ScorerConfig(
         follow=True, bootstrap=broker.bootstrap, db=store[0], backend="torch", grpc_port=0, http_port=0, max_models=2
     )
@@ -95,15 +98,15 @@ def test_names_that_serve_nothing_are_refused_with_their_reason(
     error = refused(port, "rm-nobody")
     assert error.code() == grpc.StatusCode.NOT_FOUND and "rm-nobody" in (error.details() or "")
     assert error_reason(error) == "model_not_found"
-    error = refused(port, "production")
-    assert error.code() == grpc.StatusCode.NOT_FOUND and "no model is production yet" in (error.details() or "")
+    by_alias, by_default = score(port, "production").model, score(port, "").model
+    assert by_alias == by_default, (by_alias, by_default, two.model_id)  # the alias names the default here
     for bad in ["a b", "x" * 65, "名字", "-x", "a\x00b"]:
         error = refused(port, bad)
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and "model:" in (error.details() or "")
     with session_scope(store[1]) as session:
         lifecycle.promote(session, two.model_id, "person:ann")
-    assert score(port, "production").model == two.model_id  # the alias, looked up for its first call
-    assert score(port, "").model != two.model_id  # the default of this scorer is unchanged by an alias
+    assert wait_for(lambda: score(port, "production").model == two.model_id, 30)  # the alias, looked up again
+    assert wait_for(lambda: score(port, "").model == two.model_id, 30)  # the default follows production
 
 
 def test_a_rejected_model_stops_being_served_within_the_recheck(
@@ -129,16 +132,16 @@ def test_a_rejected_model_stops_being_served_within_the_recheck(
 
 
 def test_past_max_models_the_least_recently_used_idle_model_is_unloaded(
-    server: ScorerServer, store: tuple[str, Engine], two: training_pb2.Model, tiny_checkpoint: Callable[..., Path]
+    server: ScorerServer, store: tuple[str, Engine], first: training_pb2.Model, tiny_checkpoint: Callable[..., Path]
 ) -> None:
-    port = server.grpc_port
+    port = server.grpc_port  # the default is "two" now; "one" is a model calls name
     four = register(store[1], tiny_checkpoint(seed=4))
-    score(port, two.model_id)
-    assert two.model_id in [m.model_id for m in model_info(port).models]
+    score(port, first.model_id)
+    assert first.model_id in [m.model_id for m in model_info(port).models]
     assert score(port, four.model_id).model == four.model_id
     loaded = [m.model_id for m in model_info(port).models]
-    assert len(loaded) == 2 and four.model_id in loaded and two.model_id not in loaded
-    assert score(port, two.model_id).model == two.model_id  # loaded again when named again
+    assert len(loaded) == 2 and four.model_id in loaded and first.model_id not in loaded
+    assert score(port, first.model_id).model == first.model_id  # loaded again when named again
 
 
 def http(port: int, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -153,14 +156,14 @@ def http(port: int, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any
 
 
 def test_http_names_the_model_in_the_body_or_the_query(
-    server: ScorerServer, two: training_pb2.Model, expected: dict[str, list[list[float]]]
+    server: ScorerServer, first: training_pb2.Model, expected: dict[str, list[list[float]]]
 ) -> None:
-    port = server.http_port
-    body = {"prompt": REQUESTS[0].prompt, "responses": list(REQUESTS[0].responses), "model": two.model_id}
+    port = server.http_port  # the default is "two": "one" is named
+    body = {"prompt": REQUESTS[0].prompt, "responses": list(REQUESTS[0].responses), "model": first.model_id}
     status, reply = http(port, "/score", body)
-    assert status == 200 and reply["model"] == two.model_id
-    assert reply["scores"] == pytest.approx(expected["two"][0], abs=1e-4)
-    status, by_query = http(port, f"/get_reward?model={two.model_id}", {"query": ["你好", "你好世界"]})
+    assert status == 200 and reply["model"] == first.model_id
+    assert reply["scores"] == pytest.approx(expected["one"][0], abs=1e-4)
+    status, by_query = http(port, f"/get_reward?model={first.model_id}", {"query": ["你好", "你好世界"]})
     status_default, by_default = http(port, "/get_reward", {"query": ["你好", "你好世界"]})
     assert status == status_default == 200 and by_query["rewards"] != by_default["rewards"]
     status, refused_reply = http(port, "/get_reward", {"query": ["你好"], "model": "rm-nobody"})

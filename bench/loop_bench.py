@@ -1,11 +1,17 @@
 """The loop as services, timed: one section per stage (run them all, or name some).
 
-switch - `cheems serve --follow`: the time from a model's registration event (a ModelEvent published on
-         cheems.models.v1, as the training service does) to the scorer serving it (the first Score reply
-         naming it), on the torch backend and on Triton (a Triton of its own per model, started by PyTriton),
-         with 4 clients calling Score throughout; prints the median, min and max over `--switches`
-         switches, and the clients' p50/p99 latency outside and during the switches. Tiny RMs (hidden 32,
+switch - `cheems serve --follow`: the time from a promotion's event (a ModelEvent whose step ends in
+         production, on cheems.models.v1, as the outbox relay publishes it) to the scorer serving the model
+         by default (the first unpinned Score reply naming it), on the torch backend and on Triton (a Triton
+         of its own per model, started by PyTriton), with 4 clients calling Score throughout; prints the
+         median, min and max over `--switches` switches, and the clients' p50/p99 latency outside and
+         during the switches. Tiny RMs (hidden 32,
          2 layers, the real Qwen2 vocabulary), the embedded broker, a SQLite store.
+
+pinned - a call naming a registered model the scorer has not loaded: its latency (the model loaded on
+         demand) and the next calls', as ratios of a warm call to the default model, and the scorer's memory
+         growth per model loaded (in-process RSS: the torch model; on Triton, the Triton server's memory is
+         its own process's and is not counted).
 
 ranking - annotation: the time from a prompt's last annotation (the SubmitAnnotation that closes its last open
          task, over gRPC) to its RankingEvent on cheems.rankings.v1 (resolved in that submit's transaction,
@@ -14,6 +20,7 @@ ranking - annotation: the time from a prompt's last annotation (the SubmitAnnota
          SQLite (or `--db URL`: an empty database or schema, migrated here).
 
     python bench/loop_bench.py [switch] [--switches 5] [--backends torch,triton]
+    python bench/loop_bench.py pinned [--backends torch,triton]
     python bench/loop_bench.py ranking [--prompts 50] [--db postgresql+psycopg://postgres@127.0.0.1:5432/test]
 """
 
@@ -27,6 +34,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -37,7 +45,7 @@ from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
 from services.scorer.config import ScorerConfig
 from services.scorer.runtime import ScorerServer
-from services.store import registry
+from services.store import lifecycle, registry
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
 from trainer.tiny import init_tiny_model
@@ -56,6 +64,16 @@ def register(url: str, path: Path) -> training_pb2.Model:
             created = Timestamp()
             created.FromDatetime(model.created_at)
             return training_pb2.Model(model_id=model.id, path=model.path, training_id=training.id, created_at=created)
+    finally:
+        engine.dispose()
+
+
+def promote(url: str, model_id: str) -> None:
+    """`cheems models promote`: the store's step (its event is published by the caller, as a relay would)."""
+    engine = create_engine_for(StoreConfig(url))
+    try:
+        with session_scope(engine) as session:
+            lifecycle.promote(session, model_id, "person:bench")
     finally:
         engine.dispose()
 
@@ -107,7 +125,7 @@ def switch_times(backend: str, switches: int, broker: EmbeddedBroker, root: Path
     url = f"sqlite:///{root / f'{backend}.db'}"
     upgrade(url)
     paths = [init_tiny_model(root / f"seed{seed}", hidden_size=32, layers=2, seed=seed) for seed in (1, 2)]
-    register(url, paths[0])
+    promote(url, register(url, paths[0]).model_id)
     fields = {"follow": True, "bootstrap": broker.bootstrap, "db": url, "backend": backend, "http_port": -1}
     config = ScorerConfig(grpc_port=0, **fields)  # type: ignore[arg-type]
     publisher = Publisher(broker.bootstrap)
@@ -119,8 +137,10 @@ def switch_times(backend: str, switches: int, broker: EmbeddedBroker, root: Path
         time.sleep(2.0)
         for i in range(switches):
             model = register(url, paths[(i + 1) % 2])
+            promote(url, model.model_id)
             published = time.perf_counter()
-            publisher.publish(topics.MODELS, model.model_id, events_pb2.ModelEvent(model=model))
+            step = training_pb2.ModelChange(model_id=model.model_id, action="promoted", to_state="production")
+            publisher.publish(topics.MODELS, model.model_id, events_pb2.ModelEvent(model=model, change=step))
             publisher.flush()
             served = wait(lambda m=model.model_id, t=published: clients.first_reply_of(m, t))  # type: ignore[misc]
             took.append(served - published)
@@ -139,11 +159,55 @@ def switch_times(backend: str, switches: int, broker: EmbeddedBroker, root: Path
 
 
 def switch_section(args: argparse.Namespace) -> None:
-    print("switch: a registered model's event -> the scorer serving it (`cheems serve --follow`, 4 clients)")
+    print("switch: a promotion's event -> the scorer serving the model (`cheems serve --follow`, 4 clients)")
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker() as broker:
         broker.create_topics(topics.with_dead_letters())
         for backend in args.backends.split(","):
             switch_times(backend, args.switches, broker, Path(tmp))
+
+
+def rss_mib() -> float:
+    """This process's resident memory (Linux /proc), MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def pinned_section(args: argparse.Namespace) -> None:
+    print("pinned: a call naming a model not loaded yet (`cheems serve --follow`, loaded on demand), 1 client")
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker() as broker:
+        broker.create_topics(topics.with_dead_letters())
+        root = Path(tmp)
+        paths = [init_tiny_model(root / f"seed{seed}", hidden_size=32, layers=2, seed=seed) for seed in (1, 2, 3)]
+        for backend in args.backends.split(","):
+            url = f"sqlite:///{root / f'pinned-{backend}.db'}"
+            upgrade(url)
+            promote(url, register(url, paths[0]).model_id)
+            others = [register(url, path).model_id for path in paths[1:]]
+            fields = {"follow": True, "bootstrap": broker.bootstrap, "db": url, "backend": backend}
+            config = ScorerConfig(grpc_port=0, http_port=-1, **fields)  # type: ignore[arg-type]
+            with ScorerServer(config) as server, grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+                stub = reward_pb2_grpc.RewardServiceStub(channel)
+
+                def call(model: str, stub: Any = stub) -> float:
+                    named = reward_pb2.ScoreRequest()
+                    named.CopyFrom(REQUEST)
+                    named.model = model
+                    started = time.perf_counter()
+                    stub.Score(named, timeout=300)
+                    return time.perf_counter() - started
+
+                warm = statistics.median(call("") for _ in range(20))
+                before = rss_mib()
+                first = [call(model_id) for model_id in others]  # each loaded by its first call
+                grown = (rss_mib() - before) / len(others)
+                loaded = statistics.median(call(others[0]) for _ in range(20))
+            print(
+                f"  {backend:6}  first call of an unloaded model {statistics.median(first):6.2f} s "
+                f"({statistics.median(first) / warm:,.0f}x a warm call of {1e3 * warm:.1f} ms); then "
+                f"{1e3 * loaded:.1f} ms ({loaded / warm:.2f}x); scorer memory +{grown:.0f} MiB per model loaded"
+            )
 
 
 class ArrivalTimes:
@@ -229,7 +293,11 @@ def make_url_name(url: str) -> str:
     return url.split(":", 1)[0].split("+", 1)[0]
 
 
-SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {"switch": switch_section, "ranking": ranking_section}
+SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {
+    "switch": switch_section,
+    "pinned": pinned_section,
+    "ranking": ranking_section,
+}
 
 
 def main() -> None:

@@ -19,7 +19,8 @@ app = typer.Typer()
 def serve_command(config: ScorerConfig) -> None:
     """Serve a reward model: gRPC cheems.v1.RewardService/Score and HTTP POST /get_reward.
 
-    With --follow, switch to each model registered on cheems.models.v1 (start: --model, or the store's best)."""
+    With --follow, serve the registry's production model by default and follow it (start: --model until one
+    is production); calls may name any registered model by id."""
     from services.scorer.runtime import ScorerServer, serve
 
     if not config.model and not config.follow:  # Path("") would be the working directory

@@ -1,7 +1,7 @@
 """The reward scorer: gRPC `cheems.v1.RewardService` and OpenRLHF-compatible HTTP, backed by Triton.
 
     cheems serve --model out/train-tiny/model            # gRPC :50051, HTTP :8000, Triton via PyTriton
-    cheems serve --follow --bootstrap HOST:9092 --db URL # the registry's best model, then each new one
+    cheems serve --follow --bootstrap HOST:9092 --db URL # the production model, then each promoted one
     cheems score --model-url localhost:50051 --prompt 你好 --response 你好！
 
 Modules:
@@ -17,8 +17,8 @@ Modules:
   Triton, copied by `repository`, which exports a model repository), `processes` (no Triton process
   left behind), `supervisor` (truthful health, Triton restarts).
 - `models/`: `served` (the current model, leased per call, switched atomically), `loading` (a
-  checkpoint -> tokenizers + backend; the first model: `--model` or the registry's best), `follow`
-  with `feed` (`--follow`: switch to each model registered on cheems.models.v1).
+  checkpoint -> tokenizers + backend; the first model: `--model` or the production model), `follow`
+  with `feed` (`--follow`: the default model follows production), `shelf` (the models calls name).
 - edges and assembly: `server` (gRPC), `http/` (`app` with `body`: HTTP), `runtime` (assembly and
   lifecycle: `ScorerServer`, `serve`).
 - callers' side: `client` (sync and asyncio client), `bench_rewards` (a rewards file for CheemsBench

@@ -42,7 +42,8 @@ class ScorerConfig(BaseSettings):
     )
     follow: bool = Field(
         default=False,
-        description="Follow the registry: load each model registered on cheems.models.v1 and switch to it.",
+        description="Follow the registry: the default model is its production model (switched on each "
+        "promotion); calls may name any registered model.",
     )
     bootstrap: str = Field(
         default="",
@@ -53,7 +54,7 @@ class ScorerConfig(BaseSettings):
         default="",
         repr=False,  # a URL may hold a password
         validate_default=True,
-        description="Store URL: --follow without --model serves its best model (else its newest); "
+        description="Store URL: the registry --follow reads (production, and the models calls name); "
         "empty = CHEEMS_DATABASE_URL.",
     )
     backend: Literal["triton", "torch"] = Field(

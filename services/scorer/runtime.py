@@ -11,9 +11,9 @@ A `Supervisor` keeps health truthful: readiness follows the backend; a crashed P
 Triton is restarted (`triton_restarts` attempts); when that fails liveness turns NOT_SERVING and
 `serve` exits with status 1, for the orchestrator to start a new process.
 
-With `follow`, the first model is `--model` or the registry's best (none yet: NOT_SERVING until the
-first registration), and a `Follower` switches to each model registered later (`follow`); the
-supervisor always watches the model served now.
+With `follow`, the first model is `--model` or the registry's production model (none yet: ready, calls
+naming a model served, the others UNAVAILABLE), a `Follower` switches to each model promoted later, and a
+`ModelShelf` serves the models calls name; the supervisor always watches the default model.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Loading a checkpoint to serve, and choosing the first one: `--model`, or the registry's best.
+"""Loading a checkpoint to serve, and choosing the first one: `--model`, or the registry's production model.
 
     model, why_not = load_first(config)                  # --model DIR, or (--follow) the production model
     model = load_served(config, ref, previous=current)   # tokenizer + backend (its own Triton, or torch)

@@ -21,6 +21,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 from services.scorer.errors import InvalidRequest, UnknownModel
@@ -56,6 +57,7 @@ class ModelShelf:
         self._aliases: dict[str, list[str]] = {}  # model id -> its aliases, as last looked up
         self._refs: dict[str, ModelRef] = {}  # model id -> where it is, as last looked up
         self._loading: dict[str, threading.Lock] = {}
+        self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-load")  # one load at a time
         self._lock = threading.Lock()
 
     @contextmanager
@@ -81,6 +83,7 @@ class ModelShelf:
         return found + [(m, False, self._aliases.get(m.ref.model_id, [])) for m in others]
 
     def close(self) -> None:
+        self._loader.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             models, self._models = list(self._models.values()), OrderedDict()
         for model in models:
@@ -106,7 +109,9 @@ class ModelShelf:
             ref = self._refs[model_id]
             started = time.monotonic()
             assert self.load is not None  # a lookup without a loader is refused by _resolve
-            model = self.load(ref)
+            # on a thread of the shelf's own, never a gRPC handler's: starting a Triton forks, and a fork from a
+            # thread inside gRPC can crash the child (seen: ev_epoll1 "next_worker->state == KICKED")
+            model = self._loader.submit(self.load, ref).result()
             log.info("loaded model %s for the calls naming it (%.1f s)", model_id, time.monotonic() - started)
             with self._lock:
                 self._models[model_id] = model

@@ -155,8 +155,12 @@ def serve(
     gate = None
     if config.models is not None:
         evaluator = ModelEvaluator(bootstrap, engine, publisher, config.models)
-        follower = follow_models(evaluator, stop, grpc_host)
-        gate = run_gate(Gate(engine, config.gate).consumer(bootstrap), stop, grpc_host)
+        lost = "new models are not evaluated"
+        follower = consume_in_thread("model evaluator", evaluator.consumer, evaluator.close, stop, grpc_host, lost)
+        log.info("evaluating every new model on %s", ", ".join(evaluator.config.bench))
+        decider = Gate(engine, config.gate).consumer(bootstrap)
+        lost = "evaluated models are not decided"
+        gate = consume_in_thread("promotion gate", decider, decider.close, stop, grpc_host, lost)
         log.info("promotion gate: %s", config.gate)
     log.info("evaluation serving on %s:%d, bench root %s", config.host.host, grpc_host.port, config.bench_root)
     if on_ready is not None:
@@ -173,36 +177,21 @@ def serve(
     publisher.close()
 
 
-def follow_models(evaluator: ModelEvaluator, stop: threading.Event, grpc_host: GrpcHost) -> threading.Thread:
-    """Consume model events in a thread until `stop`; a consumer that dies turns liveness NOT_SERVING."""
-
-    def loop() -> None:
-        try:
-            evaluator.consumer.run(stop)
-        except Exception:
-            log.exception("the model evaluator stopped: new models are not evaluated (liveness NOT_SERVING)")
-            grpc_host.set_alive(False)
-        finally:
-            evaluator.close()
-
-    thread = threading.Thread(target=loop, name="model-evaluator", daemon=True)
-    thread.start()
-    log.info("evaluating every new model on %s", ", ".join(evaluator.config.bench))
-    return thread
-
-
-def run_gate(consumer: EventConsumer, stop: threading.Event, grpc_host: GrpcHost) -> threading.Thread:
-    """Consume evaluation results in a thread until `stop`; a gate that dies turns liveness NOT_SERVING."""
+def consume_in_thread(
+    name: str, consumer: EventConsumer, close: Callable[[], None], stop: threading.Event, grpc_host: GrpcHost, lost: str
+) -> threading.Thread:
+    """Run `consumer` in a thread until `stop`, then `close()`; a consumer that dies turns liveness NOT_SERVING
+    (`lost`: what stops working, for the log)."""
 
     def loop() -> None:
         try:
             consumer.run(stop)
         except Exception:
-            log.exception("the promotion gate stopped: evaluated models are not decided (liveness NOT_SERVING)")
+            log.exception("the %s stopped: %s (liveness NOT_SERVING)", name, lost)
             grpc_host.set_alive(False)
         finally:
-            consumer.close()
+            close()
 
-    thread = threading.Thread(target=loop, name="promotion-gate", daemon=True)
+    thread = threading.Thread(target=loop, name=name.replace(" ", "-"), daemon=True)
     thread.start()
     return thread

@@ -47,11 +47,12 @@ def leaderboard_page(board: Sequence[Standing], lang: str) -> str:
 
 
 def _board_row(standing: Standing, rank: int | None, subsets: Sequence[str], lang: str) -> str:
-    result, registered = standing.result, standing.registered
+    result = standing.result
+    link = f'<a href="{model_href(standing.model_id)}">{escape(standing.model_id)}</a>'
     cells = [
         f'<td class="num" data-field="rank">{rank or ""}</td>',
-        f'<td><a href="{model_href(standing.model_id)}">{escape(standing.model_id)}</a></td>',
-        f"<td>{escape(registered.dataset_recipe) if registered else ''}</td>",
+        f"<td>{link}{state_html(standing, lang)}</td>",
+        f"<td>{_made_by(standing, lang)}</td>",
         num_cell(result.overall if result else None, "overall", " best" if rank == 1 else ""),
     ]
     for name in subsets:
@@ -61,6 +62,24 @@ def _board_row(standing: Standing, rank: int | None, subsets: Sequence[str], lan
                   num_cell(subset.ece if subset else None, f"{name}.ece")]  # fmt: skip
     cells.append(f'<td class="status">{status_html(standing.latest, lang)}</td>')
     return f"<tr {_live(standing)}>{''.join(cells)}</tr>"
+
+
+def state_html(standing: Standing, lang: str) -> str:
+    """The model's lifecycle state: a badge for the production model, the state's word for the others."""
+    registered = standing.registered
+    if registered is None:
+        return ""
+    word = escape(WORDS.text(registered.state, lang))
+    if registered.state == "production":
+        return f' <span class="badge production" data-field="state" data-value="production">{word}</span>'
+    return f' <span class="muted" data-field="state" data-value="{escape(registered.state)}">{word}</span>'
+
+
+def _made_by(standing: Standing, lang: str) -> str:
+    registered = standing.registered
+    if registered is None:
+        return ""
+    return escape(registered.dataset_recipe) if registered.dataset_recipe else WORDS.text("registered_elsewhere", lang)
 
 
 def _live(standing: Standing) -> str:
@@ -112,7 +131,8 @@ def model_page(view: ModelView, board: Sequence[Standing], lang: str) -> str:
     registered = standing.registered
     facts = [(w("model"), escape(standing.model_id)), (w("rank"), str(view.rank or "–"))]
     if registered is not None:
-        facts += [(w("dataset"), escape(registered.dataset_recipe)), (w("recipe"), escape(registered.recipe)),
+        facts += [(w("state"), state_html(standing, lang)), (w("dataset"), _made_by(standing, lang)),
+                  (w("recipe"), escape(registered.recipe or "–")),
                   (w("registered"), escape(registered.created_at.strftime("%Y-%m-%d %H:%M")))]  # fmt: skip
     else:
         facts.append((w("dataset"), w("unregistered")))

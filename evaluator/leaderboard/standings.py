@@ -165,6 +165,8 @@ def standing_json(standing: Standing, rank: int | None) -> dict[str, Any]:
         "registered": registered is not None,
         "dataset_recipe": registered.dataset_recipe if registered else None,
         "recipe": registered.recipe if registered else None,
+        "state": registered.state if registered else None,  # the lifecycle: candidate ... production ... retired
+        "aliases": ["production"] if registered is not None and registered.state == "production" else [],
         "overall": None if result is None else result.overall,
         "semantics": None if result is None else result.semantics.value,
         "subsets": subsets,

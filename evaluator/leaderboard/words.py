@@ -13,6 +13,13 @@ WORDS = Catalog(
         "model": ("模型", "Model"),
         "dataset": ("数据集配方", "Dataset"),
         "recipe": ("训练配方", "Training recipe"),
+        "state": ("状态", "State"),
+        "candidate": ("候选", "candidate"),
+        "evaluated": ("已评测", "evaluated"),
+        "production": ("生产中", "production"),
+        "rejected": ("已拒绝", "rejected"),
+        "retired": ("已退役", "retired"),
+        "registered_elsewhere": ("外部注册", "registered from a directory"),
         "overall": ("总分", "Overall"),
         "acc": ("准确率", "Acc."),
         "exact": ("完全匹配", "Exact."),
@@ -70,6 +77,7 @@ td.pos { color: var(--ok); } td.neg { color: var(--bad); }
 td.num.best { font-weight: 700; }
 th.subset { text-align: center !important; }
 .badge.bad { background: var(--bad-bg); color: var(--bad); }
+.badge.production { background: var(--ok-bg, #e6f4ea); color: var(--ok); font-weight: 600; }
 progress { width: 7rem; vertical-align: middle; }
 dl.facts { display: flex; flex-wrap: wrap; gap: .4rem 2.2rem; margin: 0; }
 dl.facts div { display: flex; flex-direction: column; }

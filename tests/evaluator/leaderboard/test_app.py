@@ -25,7 +25,8 @@ from sqlalchemy import create_engine
 from cheems.formats.cheemsbench import read_bench
 from evaluator.leaderboard.app import create_app
 from services.bus.broker import EmbeddedBroker
-from services.store.db import StoreConfig, create_engine_for
+from services.store import lifecycle
+from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
 from tests.conftest import _postgres_schema
 from tests.evaluator.leaderboard.data import BENCH, SCORED, Board, fill, stored_result, stored_scores
@@ -276,3 +277,20 @@ def test_a_store_that_does_not_answer_is_a_503_not_a_500() -> None:
             assert status == 503 and kind.startswith("text/html") and "the store does not answer" in body
     finally:
         engine.dispose()
+
+
+def test_states_and_the_production_badge(board: Served) -> None:
+    """Runs last in its module: it promotes the best model of the board's store."""
+    data = get_json(f"{board.base}/api/leaderboard")
+    assert {row["state"] for row in data["models"] if row["registered"]} == {"candidate"}
+    with session_scope(board.engine) as session:
+        lifecycle.promote(session, board.best, "person:ann")
+    rows = {row["model_id"]: row for row in get_json(f"{board.base}/api/leaderboard")["models"]}
+    assert (rows[board.best]["state"], rows[board.best]["aliases"]) == ("production", ["production"])
+    assert (rows[board.second]["state"], rows[board.second]["aliases"]) == ("candidate", [])
+    status, _, page = get(f"{board.base}/?lang=en")
+    assert status == 200
+    badge = re.search(r'data-model="([^"]+)".*?class="badge production" data-field="state"', page, re.S)
+    assert badge is not None and badge.group(1) == board.best and page.count("badge production") == 1
+    status, _, model_page = get(f"{board.base}/models/{board.best}")
+    assert status == 200 and 'class="badge production"' in model_page and "生产中" in model_page

@@ -39,10 +39,11 @@ def score_items_in_process(items: Sequence[BenchItem], model_dir: str, max_lengt
     return out
 
 
-def score_items_remote(items: Sequence[BenchItem], url: str, token: str = "") -> list[list[float]]:
+def score_items_remote(items: Sequence[BenchItem], url: str, token: str = "", model: str = "") -> list[list[float]]:
+    """Scores through a running scorer; `model`: the model id (or alias) every call names ("" = its default)."""
     from services.scorer.client import RewardClient
 
-    with RewardClient(url, token=token, timeout=300) as client:
+    with RewardClient(url, token=token, timeout=300, model=model) as client:
         return [
             client.score(i.input, [r.content for r in i.responses], _system(i))
             for i in tqdm(items, desc="score", unit="prompt")

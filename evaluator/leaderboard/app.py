@@ -17,6 +17,7 @@ JSON, the same data for scripts:
                                        "disagreements": [{prompt, responses: [{id, content, rank, a_score,
                                        b_score}], ...}], "note"}: differences are A - B; limit 1..100, default 10
     GET /health                        200 {"status": "serving"} while the store answers, else 503
+    POST /api/models/{model_id}/promote, POST /api/rollback: for an admin's token (evaluator.leaderboard.admin)
 
 Errors: JSON `{"error": message, "reason": word}` under /api (and for the chart), an HTML page elsewhere,
 with the status of the error's kind: 400 a malformed id or query (the message names it), 404 an unknown
@@ -44,6 +45,7 @@ from cheems.errors import CheemsError
 from cheems.formats.cheemsbench import BenchItem
 from evaluator.errors import BadRequest, NotEvaluated
 from evaluator.evaluate import BenchCache
+from evaluator.leaderboard.admin import admin_routes
 from evaluator.leaderboard.chart_svg import per_category_svg
 from evaluator.leaderboard.compare_page import compare_page
 from evaluator.leaderboard.comparison import compare, comparison_json
@@ -63,6 +65,8 @@ API = {
     "/api/compare/{a}/{b}?limit=N": "A vs B: per-category differences (A - B), the N prompts they disagree most on",
     "/models/{model_id}/chart.svg": "the per-category chart of the model's newest result (SVG)",
     "/health": "200 while the store answers, else 503",
+    "POST /api/models/{model_id}/promote": "make the model production (an admin's bearer token; body: reason, force)",
+    "POST /api/rollback": "production returns to the model before (an admin's bearer token; body: reason)",
 }
 
 
@@ -167,6 +171,7 @@ def create_app(engine: Engine, cache: BenchCache | None = None) -> Starlette:
         Route("/api/models/{model_id}", model_api),
         Route("/api/compare/{a}/{b}", compare_api),
         Route("/health", health),
+        *admin_routes(engine, model_id_of),
         static_mount(),
         static_mount("/static/leaderboard", STATIC),
     ]

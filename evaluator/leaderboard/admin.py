@@ -1,0 +1,102 @@
+"""Promote and roll back from the leaderboard's API: for an admin's token only.
+
+    POST /api/models/{model_id}/promote   {"reason"?: str, "force"?: bool}
+    POST /api/rollback                    {"reason"?: str}
+    Authorization: Bearer TOKEN           the token of an admin account (`cheems annotators add NAME --admin`)
+    -> {"changes": [{model_id, action, from_state, to_state, actor, reason}], "production": model id | null}
+
+401 without a token or with one no active account has, 403 for an account that is not an admin, 400 a body
+that is not a JSON object of those fields (the message names the field), 404 an unknown model, 409 a rejected
+or retired model without `force`, or nothing to roll back to. Each step is recorded as `person:NAME` and
+announced on cheems.models.v1 as `cheems models promote|rollback` announces it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from evaluator.errors import BadRequest
+from services.annotation.web.app import bearer
+from services.models.lifecycle import ModelLifecycle
+from services.store.annotators import annotator_by_token
+from services.store.db import session_scope
+from services.store.lifecycle import Change
+from services.web import Forbidden, Unauthenticated
+
+MAX_BODY = 64 * 1024
+
+
+def admin_of(engine: Engine, request: Request) -> str:
+    """`person:NAME` of the admin whose bearer token the request carries."""
+    token = bearer(request)
+    if token is None:
+        raise Unauthenticated("an admin's token is needed: Authorization: Bearer TOKEN")
+    with session_scope(engine) as session:
+        account = annotator_by_token(session, token)
+        if account is None:
+            raise Unauthenticated("no active account has this token")
+        if not account.admin:
+            raise Forbidden(f"{account.name} is not an admin: only admins promote or roll back models")
+        return f"person:{account.name}"
+
+
+async def body_of(request: Request) -> dict[str, Any]:
+    """The JSON object of the request ({} for an empty body), its fields checked."""
+    raw = b""
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY:
+            raise BadRequest(f"body: larger than {MAX_BODY} bytes")
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise BadRequest(f"body: not JSON ({type(e).__name__})") from None
+    if not isinstance(body, dict):
+        raise BadRequest("body: expected a JSON object")
+    if not isinstance(body.get("reason", ""), str) or "\x00" in body.get("reason", ""):
+        raise BadRequest("reason: expected text")
+    if not isinstance(body.get("force", False), bool):
+        raise BadRequest("force: expected true or false")
+    return body
+
+
+def changes_json(changes: list[Change], lifecycle: ModelLifecycle) -> dict[str, Any]:
+    production = lifecycle.production()
+    fields = ("model_id", "action", "from_state", "to_state", "actor", "reason")
+    return {
+        "changes": [{name: getattr(c, name) for name in fields} for c in changes],
+        "production": production.id if production else None,
+    }
+
+
+def admin_routes(engine: Engine, model_id_of: Any) -> list[Route]:
+    """The routes above; `model_id_of` checks a model id taken from the URL."""
+    lifecycle = ModelLifecycle(engine)
+
+    async def promote(request: Request) -> Response:
+        model_id = model_id_of(request.path_params["model_id"])
+        body = await body_of(request)
+        actor = await run_in_threadpool(admin_of, engine, request)
+        reason, force = body.get("reason", ""), body.get("force", False)
+        changes = await run_in_threadpool(lifecycle.promote, model_id, actor, reason, force)
+        return JSONResponse(await run_in_threadpool(changes_json, changes, lifecycle))
+
+    async def rollback(request: Request) -> Response:
+        body = await body_of(request)
+        actor = await run_in_threadpool(admin_of, engine, request)
+        changes = await run_in_threadpool(lifecycle.rollback, actor, body.get("reason", ""))
+        return JSONResponse(await run_in_threadpool(changes_json, changes, lifecycle))
+
+    return [
+        Route("/api/models/{model_id}/promote", promote, methods=["POST"]),
+        Route("/api/rollback", rollback, methods=["POST"]),
+    ]

@@ -1,4 +1,4 @@
-"""Nothing reaches an RLHF loop unproven, and a pinned reward never changes (torch backend; real scorer, broker
+"""Nothing reaches an RLHF loop unproven, and a pinned reward never changes (torch and Triton; real scorer, broker
 and store; the gate on CheemsBench figures of the real scorer's scores).
 
 A GRPO-like client pins the production model and scores a rollout batch over and over, beside a client that
@@ -113,8 +113,10 @@ class Calls:
         self._thread.join(30)
 
 
-@pytest.fixture
-def loop(tmp_path: Path, tiny_checkpoint: Callable[..., Path]) -> Iterator[dict[str, Any]]:
+@pytest.fixture(params=["torch", "triton"])
+def loop(
+    request: pytest.FixtureRequest, tmp_path: Path, tiny_checkpoint: Callable[..., Path]
+) -> Iterator[dict[str, Any]]:
     url = f"sqlite:///{tmp_path / 'cheems.db'}"
     upgrade(url)
     engine = create_engine_for(StoreConfig(url))
@@ -123,7 +125,13 @@ def loop(tmp_path: Path, tiny_checkpoint: Callable[..., Path]) -> Iterator[dict[
         publisher = Publisher(broker.bootstrap)
         relay = EventRelay(engine, publisher).start()  # as the training service relays the lifecycle's events
         config = ScorerConfig(
-            follow=True, bootstrap=broker.bootstrap, db=url, backend="torch", grpc_port=0, http_port=-1, max_models=3
+            follow=True,
+            bootstrap=broker.bootstrap,
+            db=url,
+            backend=request.param,
+            grpc_port=0,
+            http_port=-1,
+            max_models=3,
         )
         try:
             yield {"engine": engine, "config": config, "tmp": tmp_path, "base": tiny_checkpoint(seed=7)}
@@ -197,11 +205,15 @@ def test_a_pinned_rlhf_client_keeps_its_reward_through_rejection_promotion_and_r
             unpinned_client.close()
         assert grpo.errors == [] and plain.errors == []
         assert len(grpo.replies) > 20 and {m for _, m, _ in grpo.replies} == {good.id}
-        assert all(rewards == first for _, _, rewards in grpo.replies), "a pinned reward changed"
+        drift = max(abs(a - b) for _, _, rewards in grpo.replies for a, b in zip(rewards, first, strict=True))
+        # bit for bit in process; on Triton the dynamic batcher merges the two clients' requests into batches of
+        # other shapes, which moves float32 rounding (3e-8 seen). A model change moves rewards by their own size.
+        assert drift <= (0.0 if loop["config"].backend == "torch" else 1e-6), f"a pinned reward changed by {drift}"
         assert set(plain.models_since(0)) == {good.id, better.id}
         by_model = {m: rewards for _, m, rewards in plain.replies}
         assert by_model[better.id] == pytest.approx([2 * r for r in by_model[good.id]], rel=1e-4)  # other rewards
-        assert moved < 15, f"unpinned calls reached the promoted model {moved:.1f} s after the promotion"
+        bound = 15 if loop["config"].backend == "torch" else 40  # on Triton the switch starts a Triton
+        assert moved < bound, f"unpinned calls reached the promoted model {moved:.1f} s after the promotion"
 
         reflected = ReflectedClient(scorer.grpc_port)  # a client built from reflection alone, no deadline
         try:

@@ -13,7 +13,6 @@ announced on cheems.models.v1 as `cheems models promote|rollback` announces it.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -28,7 +27,7 @@ from services.models.lifecycle import ModelLifecycle
 from services.store.annotators import annotator_by_token
 from services.store.db import session_scope
 from services.store.lifecycle import Change
-from services.web import Forbidden, Unauthenticated
+from services.web import Forbidden, Unauthenticated, read_json
 
 MAX_BODY = 64 * 1024
 
@@ -49,17 +48,7 @@ def admin_of(engine: Engine, request: Request) -> str:
 
 async def body_of(request: Request) -> dict[str, Any]:
     """The JSON object of the request ({} for an empty body), its fields checked."""
-    raw = b""
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > MAX_BODY:
-            raise BadRequest(f"body: larger than {MAX_BODY} bytes")
-    if not raw.strip():
-        return {}
-    try:
-        body = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise BadRequest(f"body: not JSON ({type(e).__name__})") from None
+    body = await read_json(request, MAX_BODY, empty={})
     if not isinstance(body, dict):
         raise BadRequest("body: expected a JSON object")
     if not isinstance(body.get("reason", ""), str) or "\x00" in body.get("reason", ""):

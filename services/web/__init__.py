@@ -24,6 +24,8 @@ Used by every service that serves pages (the annotator's page in `services.annot
     error_response(exc) -> json_error of a CheemsError (its status, str(exc), exc.reason)
     status_of(exc) -> HTTP status of a `cheems.errors` kind (400, 404, 409, 413, 503, 504; else 500), and
         of this package's Unauthenticated (401) and Forbidden (403)
+    await read_json(request, limit, empty=REQUIRED) -> the body as JSON; BadBody (400, "body: ...") past
+        `limit` bytes or when it is not JSON (invalid UTF-8, malformed, nested too deep)
     HttpServer(app, host, port).start() -> .port bound (0 = any free); .stop()   uvicorn in a thread,
         beside a service's gRPC server (PortInUse when the port is taken)
 
@@ -32,6 +34,7 @@ screens), .scroll (a bounded, scrollable box), .muted, .badge, .notice (.notice.
 table.data (numbers right-aligned with td.num), .md (Markdown output), kbd, button / button.primary.
 """
 
+from services.web.body import BadBody, read_json
 from services.web.errors import Forbidden, Unauthenticated, error_response, json_error, status_of
 from services.web.html import escape
 from services.web.i18n import DEFAULT_LANG, LANGS, Catalog, remember_language, request_language
@@ -43,6 +46,7 @@ __all__ = [
     "DEFAULT_LANG",
     "LANGS",
     "STATIC",
+    "BadBody",
     "Catalog",
     "Forbidden",
     "HttpServer",
@@ -51,6 +55,7 @@ __all__ = [
     "escape",
     "json_error",
     "layout",
+    "read_json",
     "remember_language",
     "render_markdown",
     "request_language",

@@ -23,7 +23,6 @@ id the page would never send, 404 unknown task or path, 409 stale task or one co
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -42,7 +41,7 @@ from services.annotation.service import OpenTask
 from services.annotation.web import pages
 from services.annotation.web.form import InvalidForm
 from services.annotation.web.workbench import AnnotatorRow, Person, Workbench
-from services.web import error_response, json_error, render_markdown, static_mount
+from services.web import error_response, json_error, read_json, render_markdown, static_mount
 
 log = logging.getLogger(__name__)
 TASK_ID = re.compile(r"^[0-9a-f]{64}$")  # task ids are sha256 hex (store.validate.task_id_for)
@@ -107,16 +106,6 @@ def guarded(work: Handler) -> Handler:
     return handle
 
 
-async def read_json(request: Request) -> Any:
-    body = await request.body()
-    if len(body) > MAX_BODY:
-        raise InvalidForm(f"the body is over {MAX_BODY} bytes")
-    try:
-        return json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InvalidForm(f"the body is not JSON: {e}") from None
-
-
 def create_app(bench: Workbench) -> Starlette:
     """The pages, their JSON API and health, over `bench`."""
 
@@ -139,7 +128,7 @@ def create_app(bench: Workbench) -> Starlette:
         task_id = request.path_params["task_id"]
         if not TASK_ID.match(task_id):
             raise InvalidForm(f"task id {task_id[:80]!r} is malformed (64 hex digits)")
-        created = await run_in_threadpool(bench.submit, who, task_id, await read_json(request))
+        created = await run_in_threadpool(bench.submit, who, task_id, await read_json(request, MAX_BODY))
         message = "submitted" if created else "already submitted: this annotation is stored once"
         return JSONResponse({"created": created, "message": message})
 

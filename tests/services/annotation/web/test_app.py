@@ -128,6 +128,7 @@ def test_wrong_tokens_and_non_admins_are_refused(site: Any) -> None:
         (b'{"annotation_id": "x", "ordre": []}', "ordre: unknown field"),
         (b'{"annotation_id": "x", "order": [["r1\\u0000"]]}', "not a response"),
         (b"\xff\xfe", "not JSON"),
+        (b"[" * 5000, "not JSON"),  # deeper than Python's recursion limit
         (b'{"annotation_id": "' + b"x" * 70_000 + b'"}', "over 65536 bytes"),
     ],
 )

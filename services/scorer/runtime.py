@@ -86,8 +86,9 @@ class ScorerServer:
         config = self.config
         # the feed's position is fixed before the registry is read: no registration falls between
         feed = ModelFeed(config.bootstrap) if config.follow else None
+        lookup = registry_lookup(config.db) if config.follow and config.db else None
         try:
-            model, self.models.follow_error = load_first(config, self._backend)
+            model, self.models.follow_error = load_first(config, self._backend, lookup)
             if model is not None:
                 model.tokenizers.warm()  # in the background: the first calls may wait for a copy
                 self.models.swap(model)
@@ -95,7 +96,6 @@ class ScorerServer:
             if feed is not None:
                 feed.close()
             raise
-        lookup = registry_lookup(config.db) if config.follow and config.db else None
         if feed is not None:
             self.follower = Follower(feed, self.models, self._load, lookup)
         self.shelf = ModelShelf(self.models, self._load, lookup, config.max_models)

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from services.store import lifecycle
 from services.store import validate as v
-from services.store.errors import InvalidRecord, UnknownDataset, UnknownModel, UnknownTraining
+from services.store.errors import InvalidRecord, UnknownDataset, UnknownTraining
 from services.store.models import (
     LAUNCHERS,
     TRAINING_STATES,
@@ -170,10 +170,7 @@ def register_model(
     return model, True
 
 
-def get_model(session: Session, model_id: str) -> RegisteredModel:
-    if (model := session.get(RegisteredModel, model_id)) is None:
-        raise UnknownModel(f"no model {model_id!r}")
-    return model
+get_model = lifecycle.get_model  # the model of an id, or UnknownModel
 
 
 def list_models(session: Session) -> list[RegisteredModel]:

@@ -30,10 +30,10 @@ from services.scorer.models.feed import ModelFeed
 from services.scorer.models.loading import load_error
 from services.scorer.models.served import ModelRef, ModelSlot, ServedModel
 from services.scorer.models.shelf import Lookup
+from services.store.lifecycle import PRODUCTION
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 2.0  # pause after a failed poll (broker gone), before polling again
-PRODUCTION = "production"
 
 
 def ref_of(model: training_pb2.Model) -> ModelRef:
@@ -99,10 +99,7 @@ class Follower:
         except ScorerError as e:  # no production model yet, or the registry away: nothing to do now
             log.debug("reconciling with the registry: %s", e)
             return False
-        current = self.slot.current
-        if ref.model_id == self._failed or (current is not None and current.ref.model_id == ref.model_id):
-            return False
-        return self.handle(ref)
+        return False if ref.model_id == self._failed else self.handle(ref)
 
     def poll_once(self) -> None:
         for event in self.feed.poll(self.poll_ms):

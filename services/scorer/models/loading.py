@@ -26,25 +26,16 @@ WEIGHTS = {".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".ckpt"}
 NOT_TOKENIZER = {"cheems_metadata.json", "model.safetensors.index.json", "pytorch_model.bin.index.json"}
 
 
-def first_models(config: ScorerConfig) -> list[ModelRef]:
+def first_models(config: ScorerConfig, lookup: Lookup | None = None) -> list[ModelRef]:
     """What to serve first: `--model` (its id `--model-id`, else its directory's name); without it, the
-    registry's production model. Empty when there is none yet (calls must then name their model)."""
+    registry's production model (through `lookup`, else one made for `config.db`). Empty when there is none
+    yet (calls must then name their model)."""
     if config.model:
         return [ModelRef(config.model_id or ModelRef("", config.model).name, config.model)]
-    return production_of(config.db)
-
-
-def production_of(url: str) -> list[ModelRef]:
-    from services.store import lifecycle
-    from services.store.db import StoreConfig, create_engine_for, session_scope
-
-    engine = create_engine_for(StoreConfig(url))
     try:
-        with session_scope(engine) as session:
-            model = lifecycle.production(session)
-            return [ModelRef(model.id, model.path, model.created_at)] if model is not None else []
-    finally:
-        engine.dispose()
+        return [(lookup or registry_lookup(config.db))("production")[0]]
+    except UnknownModel:
+        return []
 
 
 def registry_lookup(url: str) -> Lookup:
@@ -75,19 +66,22 @@ def registry_lookup(url: str) -> Lookup:
     return lookup
 
 
-def load_first(config: ScorerConfig, backend: Backend | None = None) -> tuple[ServedModel | None, str]:
+def load_first(
+    config: ScorerConfig, backend: Backend | None = None, lookup: Lookup | None = None
+) -> tuple[ServedModel | None, str]:
     """(the first model, loaded; why it could not be, when it could not). `--model` that fails raises: it
     names the one model to serve. A production model that fails leaves the scorer without a default model
     (calls naming theirs are still served) and says why."""
-    for ref in first_models(config):
-        try:
-            return load_served(config, ref, backend), ""
-        except Exception as e:
-            if config.model:
-                raise
-            log.error("%s; serving no default model until another is production", load_error(ref, e))
-            return None, load_error(ref, e)
-    return None, ""
+    refs = first_models(config, lookup)
+    if not refs:
+        return None, ""
+    try:
+        return load_served(config, refs[0], backend), ""
+    except Exception as e:
+        if config.model:
+            raise
+        log.error("%s; serving no default model until another is production", load_error(refs[0], e))
+        return None, load_error(refs[0], e)
 
 
 def load_error(ref: ModelRef, error: BaseException) -> str:

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,21 +42,6 @@ class ModelRef:
     @property
     def name(self) -> str:
         return Path(self.path).name or self.path
-
-    def is_newer_than(self, other: ModelRef | None) -> bool:
-        """Whether to switch from `other` to this one: a different model, not registered before it."""
-        if other is None:
-            return True
-        if self.model_id == other.model_id:
-            return False
-        if self.created_at is None or other.created_at is None:
-            return True  # a model served by --model has no registration time: any registered one is newer
-        return utc(self.created_at) > utc(other.created_at)
-
-
-def utc(when: datetime) -> datetime:
-    """An aware UTC datetime (SQLite returns stored times without their zone)."""
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 class ServedModel:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -38,16 +38,6 @@ class Backend:
 
 def served(model_id: str, when: datetime | None = T0) -> ServedModel:
     return ServedModel(ModelRef(model_id, f"/models/{model_id}", when), Backend(), Tokenizer(), max_length=8)
-
-
-def test_which_model_is_newer() -> None:
-    old, new = ModelRef("rm-1", "a", T0), ModelRef("rm-2", "b", T0 + timedelta(seconds=1))
-    assert new.is_newer_than(None) and new.is_newer_than(old)
-    assert not old.is_newer_than(new), "a model registered before the one served is ignored"
-    assert not new.is_newer_than(new), "the model served is not loaded again"
-    assert new.is_newer_than(ModelRef("tiny", "c")), "--model has no registration time: any registered is newer"
-    naive = ModelRef("rm-3", "d", datetime(2025, 1, 1, 0, 0, 2))  # SQLite gives times without their zone
-    assert naive.is_newer_than(new) and not old.is_newer_than(naive)
 
 
 def test_a_lease_pins_its_model_and_the_old_one_closes_when_its_last_call_ends() -> None:

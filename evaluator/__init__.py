@@ -14,3 +14,5 @@ messages), `errors`, and `server` (the gRPC EvaluationService with the leaderboa
 side), `chart_svg`, the pages (`pages`, `compare_page`, `words`) and `app` (Starlette routes, JSON,
 errors), hosted by `services.web.HttpServer`.
 """
+
+import cheems  # noqa: F401  (first: sets GRPC_ENABLE_FORK_SUPPORT before grpc loads; see cheems/__init__.py)

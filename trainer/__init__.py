@@ -7,3 +7,5 @@ torchrun entry) with `launch`, `distributed`, `checkpoint`, `evaluation` and `re
 `service/`: the training service: `trainings` (transport-free work), `monitor`, `progress`, `auto`,
 `config`, `messages`, `launchers/` (local process group, Kubernetes Job) and `server` (gRPC).
 """
+
+import cheems  # noqa: F401  (first: sets GRPC_ENABLE_FORK_SUPPORT before grpc loads; see cheems/__init__.py)

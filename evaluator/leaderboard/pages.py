@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from urllib.parse import quote
 
+from evaluator.leaderboard.admin_page import promote_card, rollback_card
 from evaluator.leaderboard.standings import ModelView, RunSummary, Standing, subset_names
 from evaluator.leaderboard.words import CSS, WORDS, card, fmt, num_cell, table
 from services.web import escape, layout
 
-SCRIPTS = ("/static/web/page.js", "/static/leaderboard/leaderboard.js")
+SCRIPTS = ("/static/web/page.js", "/static/leaderboard/leaderboard.js", "/static/leaderboard/admin.js")
 
 
 def model_href(model_id: str) -> str:
@@ -41,7 +42,7 @@ def leaderboard_page(board: Sequence[Standing], lang: str) -> str:
     shown = table("leaderboard", f"<tr>{''.join(head)}</tr><tr>{second}</tr>", rows)
     if not board:
         shown = f'<p class="notice" id="empty">{w("no_models")}</p>'
-    body = f'<section class="card">{shown}</section>{compare_form(board, lang)}'
+    body = f'<section class="card">{shown}</section>{compare_form(board, lang)}{rollback_card(board, lang)}'
     body += '<p class="muted">JSON: <a href="/api/leaderboard">/api/leaderboard</a></p>'
     return layout(w("leaderboard"), body, lang, scripts=SCRIPTS, nav=nav(lang), head_html=CSS)
 
@@ -153,6 +154,7 @@ def model_page(view: ModelView, board: Sequence[Standing], lang: str) -> str:
     if result is not None and others:
         body += compare_form(board, lang, standing.model_id, others[0].model_id)
     body += card(w("history"), _runs_table(view.runs, lang))
+    body += promote_card(standing, lang)
     api = f"/api/models/{quote(standing.model_id, safe='')}"
     body += f'<p class="muted">JSON: <a href="{api}">{escape(api)}</a></p>'
     return layout(standing.model_id, body, lang, scripts=SCRIPTS, nav=nav(lang), head_html=CSS)

@@ -69,6 +69,20 @@ WORDS = Catalog(
         "place": ("排序", "place"),
         "error_title": ("出错了", "Something is wrong"),
         "back": ("返回排行榜", "Back to the leaderboard"),
+        "admin": ("管理员操作", "Admin"),
+        "admin_note": (
+            "把该模型设为生产模型：未指定模型的评分请求将由它回答；指定了模型的客户端不受影响。",
+            "Make this model production: calls naming no model get its rewards; clients that pinned one keep theirs.",
+        ),
+        "admin_rollback_note": (
+            "生产模型回到上一个生产模型（每一步都会记录在您的名下）。",
+            "Production returns to the previous production model (each step is recorded under your name).",
+        ),
+        "admin_token": ("管理员令牌", "Admin token"),
+        "admin_reason": ("原因", "Reason"),
+        "admin_force": ("强制（已拒绝或已退役的模型）", "Force (a rejected or retired model)"),
+        "admin_promote": ("设为生产模型", "Promote to production"),
+        "admin_rollback": ("回滚生产模型", "Roll production back"),
     }
 )
 
@@ -88,6 +102,9 @@ dl.facts dt { color: var(--muted); font-size: .85rem; } dl.facts dd { margin: 0;
 .md.prompt { border-left: 3px solid var(--accent); background: var(--bg); padding: .4rem .8rem; margin: .4rem 0 .8rem; }
 table.responses th:not(:last-child), table.responses td:not(.content) { width: 1%; white-space: nowrap; }
 table.data td.content .scroll { max-height: 16rem; }
+.admin-form { display: flex; flex-wrap: wrap; gap: .6rem 1.2rem; align-items: center; }
+.admin-form input[type=text], .admin-form input[type=password] { font: inherit; padding: .25rem .4rem; }
+#admin-message.error { color: var(--bad); } #admin-message.ok { color: var(--ok); }
 </style>"""
 
 

@@ -38,7 +38,8 @@ from services.scorer.models.shelf import ModelShelf
 from services.scorer.server import create_server, set_alive, set_health
 from services.scorer.service import Scorer
 from services.scorer.telemetry import ScorerMetrics
-from services.scorer.triton.model import TritonHost
+from services.scorer.triton.host import TritonHost
+from services.scorer.triton.shared import SharedTriton
 from services.scorer.triton.supervisor import RestartPolicy, State, Supervisor
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,12 @@ class ScorerServer:
         self.supervisor: Supervisor | None = None
         self.follower: Follower | None = None
         self.shelf: ModelShelf | None = None
+        # one tritonserver for every model this scorer serves (PyTriton; not for torch or an external Triton)
+        self.triton = (
+            SharedTriton(config.device, config.max_batch_size, config.queue_delay_us)
+            if config.backend == "triton" and not config.triton_url and backend is None
+            else None
+        )
 
     @property
     def backend(self) -> Backend | None:
@@ -88,7 +95,7 @@ class ScorerServer:
         feed = ModelFeed(config.bootstrap) if config.follow else None
         lookup = registry_lookup(config.db) if config.follow and config.db else None
         try:
-            model, self.models.follow_error = load_first(config, self._backend, lookup)
+            model, self.models.follow_error = load_first(config, self._backend, lookup, self.triton)
             if model is not None:
                 model.tokenizers.warm()  # in the background: the first calls may wait for a copy
                 self.models.swap(model)
@@ -97,8 +104,10 @@ class ScorerServer:
                 feed.close()
             raise
         if feed is not None:
-            self.follower = Follower(feed, self.models, self._load, lookup)
+            self.follower = Follower(feed, self.models, self._load_default, lookup)
         self.shelf = ModelShelf(self.models, self._load, lookup, config.max_models)
+        if lookup is not None:  # following the registry: a replaced default model stays for the calls naming it
+            self.models.handover = self.shelf.handover
         scorer = self.scorer = Scorer(config, self.models, ScorerMetrics(), self.shelf)
         self._grpc, self.grpc_port, self._health = create_server(config, scorer)
         self._grpc.start()
@@ -121,9 +130,15 @@ class ScorerServer:
 
     def _load(self, ref: ModelRef) -> ServedModel:
         """A registered model, loaded beside the current one, its tokenizers made before it serves."""
-        model = load_served(self.config, ref, previous=self.models.current)
+        model = load_served(self.config, ref, previous=self.models.current, triton=self.triton)
         model.tokenizers.warm().join()
         return model
+
+    def _load_default(self, ref: ModelRef) -> ServedModel:
+        """The model that becomes the default: the shelf's copy when calls naming it loaded it already (the
+        candidate the evaluation scored, a model rolled back to), else loaded now."""
+        held = self.shelf.held(ref.model_id) if self.shelf is not None else None
+        return held if held is not None else self._load(ref)
 
     def _make_supervisor(self) -> Supervisor:
         """Watches whichever model is current: a switch moves the watch with it."""
@@ -203,6 +218,8 @@ class ScorerServer:
         if self.shelf is not None:
             self.shelf.close()
         self.models.close()
+        if self.triton is not None:
+            self.triton.stop()
         self._stopped.set()
 
     def wait(self, timeout: float | None = None) -> bool:

@@ -19,7 +19,8 @@ from services.scorer.config import ScorerConfig
 from services.scorer.errors import BackendUnavailable, UnknownModel
 from services.scorer.models.served import ModelRef, ServedModel
 from services.scorer.models.shelf import Lookup
-from services.scorer.triton.model import TritonHost
+from services.scorer.triton.host import TritonHost
+from services.scorer.triton.shared import SharedTriton
 
 log = logging.getLogger(__name__)
 WEIGHTS = {".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".ckpt"}
@@ -67,7 +68,10 @@ def registry_lookup(url: str) -> Lookup:
 
 
 def load_first(
-    config: ScorerConfig, backend: Backend | None = None, lookup: Lookup | None = None
+    config: ScorerConfig,
+    backend: Backend | None = None,
+    lookup: Lookup | None = None,
+    triton: SharedTriton | None = None,
 ) -> tuple[ServedModel | None, str]:
     """(the first model, loaded; why it could not be, when it could not). `--model` that fails raises: it
     names the one model to serve. A production model that fails leaves the scorer without a default model
@@ -76,7 +80,7 @@ def load_first(
     if not refs:
         return None, ""
     try:
-        return load_served(config, refs[0], backend), ""
+        return load_served(config, refs[0], backend, triton=triton), ""
     except Exception as e:
         if config.model:
             raise
@@ -89,9 +93,14 @@ def load_error(ref: ModelRef, error: BaseException) -> str:
 
 
 def load_served(
-    config: ScorerConfig, ref: ModelRef, backend: Backend | None = None, previous: ServedModel | None = None
+    config: ScorerConfig,
+    ref: ModelRef,
+    backend: Backend | None = None,
+    previous: ServedModel | None = None,
+    triton: SharedTriton | None = None,
 ) -> ServedModel:
-    """The model of `ref`, ready to serve; `backend` replaces the one `config.backend` names (benchmarks).
+    """The model of `ref`, ready to serve; `backend` replaces the one `config.backend` names (benchmarks);
+    `triton`: the Triton the scorer's models share (None: a Triton of the model's own, where one is needed).
 
     The tokenizers of `previous` are shared when its tokenizer files are the same (models trained from one
     base): loading and copying a tokenizer costs seconds of held GIL, which calls in flight would feel."""
@@ -103,7 +112,7 @@ def load_served(
     host: TritonHost | None = None
     try:
         if backend is None:
-            backend, host = make_backend(config, ref.path, tokenizer)
+            backend, host = make_backend(config, ref.path, tokenizer, triton)
         return ServedModel(ref, backend, tokenizer, config.max_length, host, fingerprint, shared)
     except BaseException:
         if host is not None:
@@ -123,8 +132,11 @@ def tokenizer_fingerprint(path: str) -> str:
     return digest.hexdigest()
 
 
-def make_backend(config: ScorerConfig, path: str, tokenizer: Any = None) -> tuple[Backend, TritonHost | None]:
-    """(backend, the Triton started for it or None); `tokenizer`, the checkpoint's, saves loading it again.
+def make_backend(
+    config: ScorerConfig, path: str, tokenizer: Any = None, triton: SharedTriton | None = None
+) -> tuple[Backend, TritonHost | None]:
+    """(backend, its handle in the Triton that serves it, or None); `tokenizer`, the checkpoint's, saves loading
+    it again; `triton`, the Triton shared by the scorer's models (None: one of the model's own).
 
     `prefix_sharing` reaches the model's forward: in process, in the infer function of our Triton; an
     external Triton's model has its own (`cheems export-triton --prefix-sharing`), and the scorer only keeps
@@ -138,12 +150,15 @@ def make_backend(config: ScorerConfig, path: str, tokenizer: Any = None) -> tupl
         cost = Cost.of(AutoConfig.from_pretrained(path)) if share else None
         return TritonBackend(config.triton_url, config.triton_model_name, config.max_batch_size, cost), None
     host = TritonHost(
-        path, config.triton_model_name, config.device, config.max_batch_size, config.queue_delay_us, tokenizer, share
-    )
+        path, config.triton_model_name, config.device, config.max_batch_size, config.queue_delay_us, tokenizer, share,
+        server=triton,
+    )  # fmt: skip
     try:
         url = host.start()
         cost = Cost.of(host.model_config) if host.prefix_sharing else None
-        return TritonBackend(url, config.triton_model_name, config.max_batch_size, cost, host.prefix_sharing), host
+        backend = TritonBackend(url, host.name, config.max_batch_size, cost, host.prefix_sharing)
+        host.on_restart = backend.reconnect
+        return backend, host
     except BaseException:
         host.stop()
         raise

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -96,8 +96,7 @@ class ServedModel:
         with self._host_lock:
             if self.closed or self.host is None:
                 return
-            url = self.host.restart()
-            self.backend.reconnect(url)  # type: ignore[attr-defined]
+            self.host.restart()  # the backend learns the new address from the host (`on_restart`)
 
     def close(self) -> None:
         with self._host_lock:
@@ -143,6 +142,7 @@ class ModelSlot:
         self._retired: list[ServedModel] = []
         self._lock = threading.Lock()
         self.follow_error = ""  # why the last registered model could not be loaded ("" when it was)
+        self.handover: Callable[[ServedModel | None, ServedModel], None] | None = None
 
     @property
     def current(self) -> ServedModel | None:
@@ -161,12 +161,15 @@ class ModelSlot:
             model.leave()
 
     def swap(self, model: ServedModel) -> ServedModel | None:
-        """Serve `model` from now on; the previous one is retired (closed when idle) and returned."""
+        """Serve `model` from now on and return the previous one, which goes to `handover(old, new)` when set (the
+        shelf keeps it for the calls that name it), else is retired (closed when idle)."""
         with self._lock:
             old, self._current = self._current, model
             if old is not None:
                 self._retired = [m for m in self._retired if not m.closed] + [old]
-        if old is not None:
+        if self.handover is not None:
+            self.handover(old, model)
+        elif old is not None:
             old.retire()
         return old
 

@@ -82,6 +82,25 @@ class ModelShelf:
         found = [(default, True, self._aliases.get(default.ref.model_id, []))] if default is not None else []
         return found + [(m, False, self._aliases.get(m.ref.model_id, [])) for m in others]
 
+    def held(self, model_id: str) -> ServedModel | None:
+        """The loaded copy of a model, if the shelf holds one (a model about to become the default)."""
+        with self._lock:
+            model = self._models.get(model_id)
+        return model if model is not None and not model.closed else None
+
+    def handover(self, old: ServedModel | None, new: ServedModel) -> None:
+        """The default model changed (`ModelSlot.handover`): the new one leaves the shelf, if it came from it, and
+        the old one joins it, most recently used, for the calls that pinned it (an RLHF run keeps its rewards
+        without a reload); past `max_models` the least recently used idle ones are unloaded."""
+        with self._lock:
+            if self._models.get(new.ref.model_id) is new:
+                del self._models[new.ref.model_id]
+            if old is not None and not old.closed:
+                self._models[old.ref.model_id] = old
+                self._models.move_to_end(old.ref.model_id)
+            evicted = self._evict()
+        self._unload(evicted)
+
     def close(self) -> None:
         self._loader.shutdown(wait=True, cancel_futures=True)
         with self._lock:
@@ -109,18 +128,20 @@ class ModelShelf:
             ref = self._refs[model_id]
             started = time.monotonic()
             assert self.load is not None  # a lookup without a loader is refused by _resolve
-            # on a thread of the shelf's own, never a gRPC handler's: starting a Triton forks, and a fork from a
-            # thread inside gRPC can crash the child (seen: ev_epoll1 "next_worker->state == KICKED")
+            # on a thread of the shelf's own, one load at a time (two loads would fight over the cores)
             model = self._loader.submit(self.load, ref).result()
             log.info("loaded model %s for the calls naming it (%.1f s)", model_id, time.monotonic() - started)
             with self._lock:
                 self._models[model_id] = model
                 model.enter()
                 evicted = self._evict()
+        self._unload(evicted)
+        return model
+
+    def _unload(self, evicted: list[ServedModel]) -> None:
         for old in evicted:
             log.info("unloading model %s (least recently used; at most %d models)", old.ref.model_id, self.max_models)
             old.retire()
-        return model
 
     def _held(self, model_id: str) -> ServedModel | None:
         """The model if it is loaded, counted in for a call and marked most recently used."""

@@ -1,6 +1,6 @@
 """`cheems serve --follow` on the torch backend, with the real broker and store: the default model is the
 registry's production model. The scorer switches to each promoted model under load without a failed or mixed
-call, ignores registrations (candidates are served only to calls naming them), keeps serving through a broken
+call (the old one kept loaded for the calls pinning it), ignores registrations (candidates are served only to calls naming them), keeps serving through a broken
 production model, serves pinned calls while there is no production model yet, and a scorer killed during a
 switch comes back with the production model."""
 
@@ -97,7 +97,11 @@ def test_switches_under_load_without_a_failed_or_mixed_call(
     assert (info.model_id, info.model_path, info.name) == (two.model_id, str(checkpoints["two"]), "two")
     assert info.prefix_sharing is False and following.backend is not None
     assert following.backend.prefix_sharing is False, "the followed model lost --prefix-sharing off"
-    assert old is not None and wait_for(lambda: old.closed, 10), "the old model was not closed"
+    # the old production model stays loaded, the same copy, for the calls that pinned it (an RLHF run)
+    assert old is not None and not old.closed and following.shelf is not None
+    assert following.shelf.held(first.model_id) is old
+    listed = [(m.model_id, m.is_default) for m in model_info(port).models]
+    assert listed == [(two.model_id, True), (first.model_id, False)]
 
 
 def test_a_broken_production_model_leaves_the_current_one_serving(

@@ -1,7 +1,9 @@
 """Health that tells the truth: watch the backend, restart a crashed Triton, give up loudly.
 
 Every `interval` seconds the supervisor asks whether the backend can serve. Readiness follows the
-answer at once (NOT_SERVING takes the pod out of rotation within one probe). When the Triton that
+answer: a dead Triton takes the pod out of rotation within one probe; a live one that misses a probe
+(a readiness call slowed down by a loaded machine) only after `down_after` misses in a row, so one slow
+answer does not fail every call. When the Triton that
 the scorer started itself (PyTriton) has died, the supervisor restarts it, up to `attempts` times
 in a row with doubling pauses; once Triton serves again, readiness returns. When every attempt
 fails, the state becomes FAILED: liveness turns NOT_SERVING and `cheems serve` exits with status 1,
@@ -46,12 +48,14 @@ class Supervisor:
         dead: Callable[[], bool] = lambda: True,
         policy: RestartPolicy | None = None,
         interval: float = 0.5,
+        down_after: int = 2,
     ) -> None:
         """`ready`: can the backend serve now; `dead`: is it gone for good (not just busy), so that
         `restart` (None: never restart) should bring up a new one; `publish(state, why)` is told of
         every change of state."""
         self.ready, self.publish, self.restart, self.dead = ready, publish, restart, dead
-        self.policy, self.interval = policy or RestartPolicy(), interval
+        self.policy, self.interval, self.down_after = policy or RestartPolicy(), interval, down_after
+        self._misses = 0  # not-ready answers in a row from a backend that is not dead
         self.state: State | None = None
         self.restarts = 0
         self._stop = threading.Event()
@@ -66,10 +70,15 @@ class Supervisor:
     def step(self) -> State:
         """One check; restarts the backend when it died. Returns the state it left."""
         if self.ready():
+            self._misses = 0
             if self.state is not State.SERVING:
                 self._set(State.SERVING, "ready")
             return State.SERVING
         if self.restart is None or not self.dead():
+            self._misses += 1
+            if self.state is State.SERVING and self._misses < self.down_after:
+                log.info("backend missed a readiness check (%d of %d)", self._misses, self.down_after)
+                return State.SERVING
             if self.state is not State.DOWN:
                 self._set(State.DOWN, "the backend is not ready")
             return State.DOWN

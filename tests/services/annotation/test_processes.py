@@ -97,7 +97,8 @@ def test_a_killed_annotation_service_restarts_with_the_same_tasks_and_rankings(
     port = free_port()
     args = ["service", "annotation", "--db", db_url, "--bootstrap", broker.bootstrap, "--port", str(port)]
     args += ["--http-port", "0"]  # the page on any free port: 8053 may be another test's
-    first = start(*args, "--human-sources", "open*", "--intake-delay", "0.3")
+    # 1 s a prompt: the kill must come while the intake still runs, on a loaded CI machine too (0.3 s raced)
+    first = start(*args, "--human-sources", "open*", "--intake-delay", "1.0")
     first.wait_serving(port, ["", SERVICE, LIVENESS])
     wait_for(lambda: counts(db_url, pids)[0] >= 3, "the first prompts' tasks", alive=first)
     done = simulate_humans(f"127.0.0.1:{port}", bench, SimulationConfig(annotators=2, noise=0.0))  # mid-stream

@@ -1,8 +1,8 @@
 """`cheems serve --follow` on the torch backend, with the real broker and store: the default model is the
 registry's production model. The scorer switches to each promoted model under load without a failed or mixed
-call (the old one kept loaded for the calls pinning it), ignores registrations (candidates are served only to calls naming them), keeps serving through a broken
-production model, serves pinned calls while there is no production model yet, and a scorer killed during a
-switch comes back with the production model."""
+call (the old one kept loaded for the calls pinning it), ignores registrations (candidates are served only to
+calls naming them), keeps serving through a broken production model, serves pinned calls while there is no
+production model yet, and a scorer killed during a switch comes back with the production model."""
 
 from __future__ import annotations
 

@@ -67,6 +67,19 @@ def test_not_ready_without_restart_is_down_once() -> None:
     assert published.states == [State.DOWN, State.SERVING]
 
 
+def test_a_serving_backend_missing_one_check_stays_serving() -> None:
+    published, backend = Published(), Backend(up=True)
+    s = supervisor(backend, published, dead=lambda: False, down_after=2)
+    assert s.step() is State.SERVING
+    backend.up = False  # one slow answer
+    assert s.step() is State.SERVING
+    backend.up = True
+    assert s.step() is State.SERVING
+    backend.up = False  # two in a row: down
+    assert [s.step(), s.step()] == [State.SERVING, State.DOWN]
+    assert published.states == [State.SERVING, State.DOWN]
+
+
 def test_busy_but_not_dead_is_down_and_not_restarted() -> None:
     published, backend = Published(), Backend(up=False)
     s = supervisor(backend, published, restart=backend.restart, dead=lambda: False, policy=FAST)

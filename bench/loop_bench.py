@@ -2,11 +2,12 @@
 
 switch - `cheems serve --follow`: the time from a promotion's event (a ModelEvent whose step ends in
          production, on cheems.models.v1, as the outbox relay publishes it) to the scorer serving the model
-         by default (the first unpinned Score reply naming it), on the torch backend and on Triton (a Triton
-         of its own per model, started by PyTriton), with 4 clients calling Score throughout; prints the
-         median, min and max over `--switches` switches, and the clients' p50/p99 latency outside and
-         during the switches. Tiny RMs (hidden 32,
-         2 layers, the real Qwen2 vocabulary), the embedded broker, a SQLite store.
+         by default (the first unpinned Score reply naming it), on the torch backend and on Triton (every
+         model bound into the scorer's one PyTriton-started Triton), with 4 clients calling Score throughout;
+         "cold": the model is loaded when promoted, "evaluated": a call named it before (as the gate's
+         evaluation does), so the promotion takes the loaded copy. Prints the median, min and max over
+         `--switches` switches, the clients' p50/p99 latency outside and during the switches, and their ratio.
+         Tiny RMs (hidden 32, 2 layers, the real Qwen2 vocabulary), the embedded broker, a SQLite store.
 
 pinned - a call naming a registered model the scorer has not loaded: its latency (the model loaded on
          demand) and the next calls', as ratios of a warm call to the default model, and the scorer's memory
@@ -121,8 +122,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-def switch_times(backend: str, switches: int, broker: EmbeddedBroker, root: Path) -> None:
-    url = f"sqlite:///{root / f'{backend}.db'}"
+def switch_times(backend: str, switches: int, broker: EmbeddedBroker, root: Path, evaluated: bool) -> None:
+    """`evaluated`: each model is scored by id before its promotion, as the gate's evaluation scores a candidate
+    (the promotion then takes the copy already loaded); otherwise it is loaded when promoted."""
+    url = f"sqlite:///{root / f'{backend}-{evaluated}.db'}"
     upgrade(url)
     paths = [init_tiny_model(root / f"seed{seed}", hidden_size=32, layers=2, seed=seed) for seed in (1, 2)]
     promote(url, register(url, paths[0]).model_id)
@@ -137,6 +140,11 @@ def switch_times(backend: str, switches: int, broker: EmbeddedBroker, root: Path
         time.sleep(2.0)
         for i in range(switches):
             model = register(url, paths[(i + 1) % 2])
+            if evaluated:
+                pinned = reward_pb2.ScoreRequest(prompt="你好", responses=["一", "二"], model=model.model_id)
+                with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+                    reward_pb2_grpc.RewardServiceStub(channel).Score(pinned, timeout=300)
+                time.sleep(2.0)
             promote(url, model.model_id)
             published = time.perf_counter()
             step = training_pb2.ModelChange(model_id=model.model_id, action="promoted", to_state="production")
@@ -150,11 +158,12 @@ def switch_times(backend: str, switches: int, broker: EmbeddedBroker, root: Path
     publisher.close()
     during = [d for s, d, _ in clients.calls if any(a <= s <= b for a, b in windows)]
     outside = [d for s, d, _ in clients.calls if not any(a <= s <= b for a, b in windows)]
+    p99 = percentile(during, 0.99) / percentile(outside, 0.99)
     print(
-        f"  {backend:6}  event -> serving: median {statistics.median(took):5.2f} s  "
-        f"(min {min(took):.2f}, max {max(took):.2f}, {switches} switches)   "
+        f"  {backend:6} {'evaluated' if evaluated else 'cold':9}  event -> serving: median "
+        f"{statistics.median(took):5.2f} s (min {min(took):.2f}, max {max(took):.2f}, {switches} switches)   "
         f"Score p50/p99 outside {1e3 * percentile(outside, 0.5):.0f}/{1e3 * percentile(outside, 0.99):.0f} ms, "
-        f"during {1e3 * percentile(during, 0.5):.0f}/{1e3 * percentile(during, 0.99):.0f} ms"
+        f"during {1e3 * percentile(during, 0.5):.0f}/{1e3 * percentile(during, 0.99):.0f} ms: p99 {p99:.1f}x"
     )
 
 
@@ -163,7 +172,8 @@ def switch_section(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker() as broker:
         broker.create_topics(topics.with_dead_letters())
         for backend in args.backends.split(","):
-            switch_times(backend, args.switches, broker, Path(tmp))
+            for evaluated in (False, True):
+                switch_times(backend, args.switches, broker, Path(tmp), evaluated)
 
 
 def rss_mib() -> float:

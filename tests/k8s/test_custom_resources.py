@@ -1,7 +1,8 @@
-"""Custom resources (Kubeflow PyTorchJob, Strimzi Kafka and KafkaTopic) against the fields their CRDs define.
+"""Custom resources against their operators' published CRDs (tests/k8s/crds/: Strimzi 1.2.0, Kubeflow Trainer v2),
+every object closed to fields its schema does not declare, as `kubectl apply --validate=strict` refuses them; and
+what a schema cannot say (cluster labels, the Kafka version against the Strimzi release, topics against the bus).
 
-kubernetes-validate carries only built-in kinds; these schemas hold the parts of the CRDs we use
-(training-operator v1, Strimzi v1beta2), closed to unknown fields so a typo fails here, not in the cluster.
+The legacy PyTorchJob (training-operator 1.x, whose source Kubeflow removed) keeps a schema of the parts it uses.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import jsonschema
 import pytest
 
 from services.bus import topics
+from tests.k8s.crd_schema import crd_schema, groups, strimzi_kafka_versions
 from tests.k8s.manifests import by_kind, render
 
 STRING_MAP = {"type": "object", "additionalProperties": {"type": ["string", "integer", "boolean"]}}
@@ -63,110 +65,24 @@ PYTORCHJOB = {
     },
 }
 
-KAFKA_TOPIC = {
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "properties": {
-        "apiVersion": {"const": "kafka.strimzi.io/v1beta2"},
-        "metadata": {
-            "type": "object",
-            "required": ["name", "labels"],
-            "properties": {
-                "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
-                "labels": {"type": "object", "required": ["strimzi.io/cluster"]},
-            },
-        },
-        "spec": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["partitions", "replicas"],
-            "properties": {
-                "topicName": {"type": "string"},
-                "partitions": {"type": "integer", "minimum": 1},
-                "replicas": {"type": "integer", "minimum": 1, "maximum": 32767},
-                "config": STRING_MAP,
-            },
-        },
-    },
-}
+SCHEMAS = {"PyTorchJob": PYTORCHJOB}  # legacy training-operator 1.x: its CRD's source is gone (see crds/README.md)
+RENDERED = ("overlays/dev", "overlays/prod", "kafka", "training/pytorchjob")
 
-KAFKA = {
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "properties": {
-        "apiVersion": {"const": "kafka.strimzi.io/v1beta2"},
-        "metadata": METADATA,
-        "spec": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["kafka"],
-            "properties": {
-                "kafka": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "required": ["listeners"],
-                    "properties": {
-                        "version": {"type": "string"},
-                        "metadataVersion": {"type": "string"},
-                        "listeners": {
-                            "type": "array",
-                            "minItems": 1,
-                            "items": {
-                                "type": "object",
-                                "additionalProperties": False,
-                                "required": ["name", "port", "type", "tls"],
-                                "properties": {
-                                    "name": {"type": "string", "pattern": "^[a-z0-9]{1,11}$"},
-                                    "port": {"type": "integer", "minimum": 9092},
-                                    "type": {"enum": ["internal", "route", "loadbalancer", "nodeport", "ingress"]},
-                                    "tls": {"type": "boolean"},
-                                    "networkPolicyPeers": {"type": "array"},
-                                },
-                            },
-                        },
-                        "config": STRING_MAP,
-                    },
-                },
-                "entityOperator": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "properties": {"topicOperator": {"type": "object"}, "userOperator": {"type": "object"}},
-                },
-            },
-        },
-    },
-}
 
-NODE_POOL = {
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "properties": {
-        "apiVersion": {"const": "kafka.strimzi.io/v1beta2"},
-        "metadata": {"type": "object", "required": ["name", "labels"]},
-        "spec": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["replicas", "roles", "storage"],
-            "properties": {
-                "replicas": {"type": "integer", "minimum": 1},
-                "roles": {"type": "array", "items": {"enum": ["controller", "broker"]}, "minItems": 1},
-                "storage": {"type": "object", "required": ["type"]},
-                "resources": {"type": "object"},
-            },
-        },
-    },
-}
-
-SCHEMAS = {"PyTorchJob": PYTORCHJOB, "KafkaTopic": KAFKA_TOPIC, "Kafka": KAFKA, "KafkaNodePool": NODE_POOL}
+def schema_of(doc: dict[str, Any]) -> dict[str, Any] | None:
+    return crd_schema(doc["apiVersion"], doc["kind"]) or SCHEMAS.get(doc["kind"])
 
 
 def custom_resources() -> list[tuple[str, dict[str, Any]]]:
-    return [
-        (path, d)
-        for path in ("overlays/prod", "kafka", "training/pytorchjob")
-        for d in render(path)
-        if d["kind"] in SCHEMAS
-    ]
+    """Every rendered resource of an operator's API group (Strimzi, Kubeflow), from every overlay that has one."""
+    operators = groups() | {"kubeflow.org"}
+    return [(path, d) for path in RENDERED for d in render(path) if d["apiVersion"].split("/")[0] in operators]
+
+
+def check(doc: dict[str, Any]) -> None:
+    schema = schema_of(doc)
+    assert schema is not None, f"{doc['apiVersion']} {doc['kind']}: no vendored CRD serves this version"
+    jsonschema.validate(doc, schema)
 
 
 @pytest.mark.parametrize(
@@ -174,15 +90,49 @@ def custom_resources() -> list[tuple[str, dict[str, Any]]]:
 )
 def test_custom_resource_matches_its_crd(path: str, doc: dict[str, Any]) -> None:
     try:
-        jsonschema.validate(doc, SCHEMAS[doc["kind"]])
+        check(doc)
     except jsonschema.ValidationError as e:
         pytest.fail(f"k8s/{path}: {doc['kind']}/{doc['metadata']['name']}: {e.message} at {list(e.path)}")
 
 
-def test_a_misspelt_field_fails() -> None:
-    topic = next(d for _, d in custom_resources() if d["kind"] == "KafkaTopic")
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({**topic, "spec": {**topic["spec"], "partition": 3}}, KAFKA_TOPIC)
+def test_the_strimzi_resources_are_the_current_api() -> None:
+    kinds = {(d["apiVersion"], d["kind"]) for _, d in custom_resources() if d["apiVersion"].startswith("kafka.")}
+    assert kinds == {("kafka.strimzi.io/v1", k) for k in ("Kafka", "KafkaNodePool", "KafkaTopic")}
+
+
+def test_what_the_schemas_refuse() -> None:
+    """A misspelt field, a field of an older API version, a wrong type, an old apiVersion: each refused."""
+    docs = {d["kind"]: d for _, d in custom_resources()}
+    topic, kafka, pool = docs["KafkaTopic"], docs["Kafka"], docs["KafkaNodePool"]
+    bad = [
+        {**topic, "spec": {**topic["spec"], "partition": 3}},
+        {**kafka, "spec": {**kafka["spec"], "zookeeper": {"replicas": 3}}},  # gone from kafka.strimzi.io/v1
+        {**kafka, "spec": {**kafka["spec"], "kafka": {**kafka["spec"]["kafka"], "replicas": 3}}},
+        {**pool, "spec": {**pool["spec"], "replicas": "three"}},
+    ]
+    for doc in bad:
+        with pytest.raises(jsonschema.ValidationError):
+            check(doc)
+    with pytest.raises(AssertionError, match="no vendored CRD"):
+        check({**topic, "apiVersion": "kafka.strimzi.io/v1beta2"})  # refused by Strimzi 1.x
+
+
+def test_what_a_schema_cannot_say() -> None:
+    """The cluster labels name the Kafka, the Kafka version is one the Strimzi release supports, KRaft roles."""
+    for path in ("kafka", "overlays/prod"):
+        docs = render(path)
+        clusters = set(by_kind(docs, "Kafka"))
+        assert clusters == {topics.STRIMZI_CLUSTER}, path
+        for kind in ("KafkaNodePool", "KafkaTopic"):
+            for name, doc in by_kind(docs, kind).items():
+                assert doc["metadata"]["labels"]["strimzi.io/cluster"] in clusters, f"{path}: {kind}/{name}"
+        for kafka in by_kind(docs, "Kafka").values():
+            version = kafka["spec"]["kafka"]["version"]
+            assert strimzi_kafka_versions().get(version), f"{path}: Kafka {version} is not supported by the release"
+            for note in ("strimzi.io/kraft", "strimzi.io/node-pools"):  # 0.4x switches: 1.x is KRaft on node pools
+                assert kafka["metadata"].get("annotations", {}).get(note, "enabled") == "enabled", note
+        roles = {r for pool in by_kind(docs, "KafkaNodePool").values() for r in pool["spec"]["roles"]}
+        assert roles == {"controller", "broker"}, f"{path}: a KRaft cluster needs controllers and brokers"
 
 
 def test_topics_equal_the_bus() -> None:

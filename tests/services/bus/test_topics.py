@@ -74,7 +74,7 @@ def test_strimzi_resources_match_the_specs() -> None:
     docs = [d for d in yaml.safe_load_all(topics.strimzi_yaml()) if d is not None]
     assert [d["spec"]["topicName"] for d in docs] == [s.name for s in topics.SPECS]
     for doc, spec in zip(docs, topics.SPECS, strict=True):
-        assert (doc["apiVersion"], doc["kind"]) == ("kafka.strimzi.io/v1beta2", "KafkaTopic")
+        assert (doc["apiVersion"], doc["kind"]) == ("kafka.strimzi.io/v1", "KafkaTopic")
         assert DNS_1123.match(doc["metadata"]["name"]), doc["metadata"]["name"]
         assert doc["metadata"]["labels"] == {"strimzi.io/cluster": topics.STRIMZI_CLUSTER}
         assert doc["spec"]["partitions"] == spec.partitions and doc["spec"]["replicas"] == topics.REPLICAS

@@ -49,9 +49,35 @@ JUDGE_HEALTH_PORT = 50058
 # process that is alive but not ready (a model still loading) is taken out of rotation, not restarted.
 LIVENESS = "liveness"
 
-# gRPC lets a second server bind a taken port by default (SO_REUSEPORT) and then splits the
-# connections between the two; every server here refuses instead (`bind` raises PortInUse).
-SERVER_OPTIONS: list[tuple[str, Any]] = [("grpc.so_reuseport", 0)]
+MAX_CONNECTION_AGE_S = 300.0  # then the server ends the connection (GOAWAY): clients reconnect, maybe elsewhere
+MAX_CONNECTION_AGE_GRACE_S = 120.0  # the calls in flight on it get this long to finish
+
+
+def server_options(
+    max_age_s: float = MAX_CONNECTION_AGE_S, grace_s: float = MAX_CONNECTION_AGE_GRACE_S
+) -> list[tuple[str, Any]]:
+    """Options of every gRPC server here.
+
+    - SO_REUSEPORT off: gRPC would let a second server bind a taken port and split the connections between the
+      two; every server here refuses instead (`bind` raises PortInUse).
+    - A maximum connection age: a client the project did not write (grpcurl, a Go stub, a trainer with one
+      channel) keeps one HTTP/2 connection for its whole life, so behind a ClusterIP Service all its calls
+      would stay on the replica it first reached, and replicas the autoscaler adds later would get none of it.
+      Ending each connection after `max_age_s` (its calls in flight given `grace_s`) makes it reconnect, and
+      the Service spreads the new connections.
+    - Keepalive pings from clients are accepted every 10 s or more, calls or not (`services.channels` sends one
+      every 30 s); gRPC's default would answer them with GOAWAY "too_many_pings".
+    """
+    return [
+        ("grpc.so_reuseport", 0),
+        ("grpc.max_connection_age_ms", int(max_age_s * 1000)),
+        ("grpc.max_connection_age_grace_ms", int(grace_s * 1000)),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+    ]
+
+
+SERVER_OPTIONS = server_options()
 
 
 def bind(server: grpc.Server, address: str, credentials: grpc.ServerCredentials | None = None) -> int:

@@ -31,6 +31,7 @@ from cheems.errors import DeadlineExceeded
 from cheems.v1 import common_pb2, ingestion_pb2, ingestion_pb2_grpc, reward_pb2, reward_pb2_grpc
 from services import hosting
 from services.bus import topics
+from services.channels import open_channel
 from services.ingestion.records import read_samples
 from system.plan import BROKER_PORT, SystemConfig
 from system.supervisor import SupervisorConfig
@@ -158,7 +159,7 @@ def _ingest(address: str, path: Path) -> None:
         )
         for s in parsed.samples
     ]
-    with grpc.insecure_channel(address) as channel:
+    with open_channel(address) as channel:
         ingestion_pb2_grpc.IngestionServiceStub(channel).Ingest(iter(records), timeout=60)
 
 
@@ -167,7 +168,7 @@ def _follow(
 ) -> dict[str, float | None]:
     """Report the scorer's switches until `trainings` models are registered and evaluated; their results."""
     served = ""
-    with grpc.insecure_channel(scorer) as channel:
+    with open_channel(scorer) as channel:
         info = reward_pb2_grpc.RewardServiceStub(channel)
         while time.monotonic() < deadline:
             try:

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import grpc
 
 from cheems.v1 import common_pb2, reward_pb2, reward_pb2_grpc
+from services.channels import open_aio_channel, open_channel
 from services.grpc_errors import REASON_KEY
 
 DEFAULT_MAX_RESPONSES = 64  # per ScoreBatch item, when the server does not say
@@ -152,7 +153,7 @@ class RewardClient:
     ) -> None:
         self.timeout, self.retry, self.model = timeout, retry or RetryPolicy(), model
         self.metadata = [("authorization", f"Bearer {token}")] if token else []
-        self.channel = grpc.secure_channel(target, credentials) if credentials else grpc.insecure_channel(target)
+        self.channel = open_channel(target, credentials)  # round-robin over every address the target names
         self.stub = reward_pb2_grpc.RewardServiceStub(self.channel)
         self._max_responses = 0  # read from GetModelInfo on first need
 
@@ -257,7 +258,7 @@ class AsyncRewardClient:
     ) -> None:
         self.timeout, self.retry, self.model = timeout, retry or RetryPolicy(), model
         self.metadata = [("authorization", f"Bearer {token}")] if token else []
-        self.channel = grpc.aio.insecure_channel(target)
+        self.channel = open_aio_channel(target)
         self.stub = reward_pb2_grpc.RewardServiceStub(self.channel)
 
     async def score(

@@ -107,6 +107,15 @@ class ScorerConfig(BaseSettings):
     max_call_seconds: float = Field(
         default=300.0, gt=0, description="Limit per call; calls without a deadline (grpcurl, Go stubs) get this one."
     )
+    max_connection_age: float = Field(
+        default=300.0,
+        gt=0,
+        description="Seconds a client's gRPC connection lasts before the scorer asks it to reconnect, so clients "
+        "behind a ClusterIP Service spread over replicas added since.",
+    )
+    max_connection_age_grace: float = Field(
+        default=300.0, ge=0, description="Seconds the calls in flight on an aged connection get to finish."
+    )
     token: str = Field(
         default="",
         repr=False,  # never in logs

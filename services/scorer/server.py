@@ -22,7 +22,7 @@ from grpc_reflection.v1alpha import reflection
 
 from cheems.v1 import reward_pb2
 from services.grpc_errors import abort, status_of
-from services.hosting import LIVENESS, SERVER_OPTIONS, bind, checked_handler
+from services.hosting import LIVENESS, bind, checked_handler, server_options
 from services.scorer.config import ScorerConfig
 from services.scorer.deadline import Deadline
 from services.scorer.errors import (
@@ -165,7 +165,7 @@ def create_server(config: ScorerConfig, scorer: Scorer) -> tuple[grpc.Server, in
     when the port is taken."""
     interceptors = [BearerAuth(config.token)] if config.token else []
     options = [
-        *SERVER_OPTIONS,
+        *server_options(config.max_connection_age, config.max_connection_age_grace),
         ("grpc.max_receive_message_length", config.max_message_bytes),
         ("grpc.max_send_message_length", config.max_message_bytes),
     ]

@@ -219,8 +219,13 @@ def test_kafka_bootstrap_points_at_the_broker() -> None:
     listener = kafka["spec"]["kafka"]["listeners"][0]["port"]
     prod_config = next(c for n, c in by_kind(prod, "ConfigMap").items() if n.startswith("cheems-config"))
     assert prod_config["data"]["CHEEMS_KAFKA_BOOTSTRAP"] == f"{kafka['metadata']['name']}-kafka-bootstrap:{listener}"
-    scorer_port = by_kind(prod, "Service")["cheems-scorer"]["spec"]["ports"][0]["port"]
-    assert prod_config["data"]["CHEEMS_SCORER_URL"] == f"cheems-scorer:{scorer_port}"
+    services = by_kind(prod, "Service")
+    headless = services["cheems-scorer-headless"]
+    assert headless["spec"]["clusterIP"] == "None"  # DNS gives every pod: the clients spread over them
+    assert headless["spec"]["selector"] == services["cheems-scorer"]["spec"]["selector"]
+    port = headless["spec"]["ports"][0]["port"]
+    assert port == services["cheems-scorer"]["spec"]["ports"][0]["port"]
+    assert prod_config["data"]["CHEEMS_SCORER_URL"] == f"dns:///cheems-scorer-headless:{port}"
 
 
 def _train(path: str) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:

@@ -30,6 +30,7 @@ from cheems.formats.cheemsbench import BenchItem
 from cheems.v1 import annotation_pb2 as pb
 from cheems.v1 import annotation_pb2_grpc, common_pb2
 from services.annotation.simulation.answers import human_order
+from services.channels import open_channel
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -83,7 +84,7 @@ class Gold:
 def simulate_humans(target: str, items: Sequence[BenchItem], config: SimulationConfig) -> SimulationStats:
     """Annotate every open triple of the bench's prompts at `target` (host:port); returns what was done."""
     gold, stats, lock = Gold(items), SimulationStats(), threading.Lock()
-    with grpc.insecure_channel(target) as channel:
+    with open_channel(target) as channel:
         stub = annotation_pb2_grpc.AnnotationServiceStub(channel)
         with ThreadPoolExecutor(config.annotators) as pool:
             futures = [pool.submit(_annotate, stub, n, gold, config, stats, lock) for n in range(config.annotators)]

@@ -58,19 +58,23 @@ def train_command(
     """Train a Bradley-Terry reward model; through torchrun with --nproc > 1 or on several nodes.
 
     Multi-node (Kubernetes Indexed Job, Kubeflow PyTorchJob): every node runs the same command with
-    --nnodes and --rdzv-endpoint; torchrun's c10d rendezvous assigns the ranks.
+    --nnodes and --rdzv-endpoint; torchrun's c10d rendezvous assigns the ranks. Under Kubeflow Trainer v2
+    (TrainJob) the runtime's PET_NNODES, PET_NPROC_PER_NODE, PET_MASTER_ADDR and PET_MASTER_PORT are read.
 
     Rank 0 reports the data counts (responses dropped over max_length), progress, and where the
     model went; `cheems -v train` logs debug messages on every rank.
     """
+    import os
+
     from cheems.errors import CheemsError
-    from trainer.launch import LaunchConfig, launch
+    from trainer.launch import LaunchConfig, kubeflow_endpoint, launch
 
     args = ["--recipe", recipe] + [a for kv in set_ or [] for a in ("--set", kv)]
     if ctx.find_root().params.get("verbose"):
         args.append("--verbose")  # the training processes set their own logging (trainer.report)
     try:
-        status = launch(LaunchConfig(nproc, nnodes, rdzv_endpoint, rdzv_id), args)
+        endpoint = rdzv_endpoint or kubeflow_endpoint(os.environ)
+        status = launch(LaunchConfig(nproc, nnodes, endpoint, rdzv_id), args)
     except ValueError as e:
         if isinstance(e, CheemsError):  # e.g. a missing checkpoint: reported by clear_errors
             raise

@@ -4,13 +4,16 @@
     -> torchrun --nnodes=4 --nproc-per-node=8 --rdzv-backend=c10d --rdzv-endpoint=... --rdzv-id=cheems
 
 Every node runs the same command; the c10d rendezvous (hosted by the node whose address is the
-endpoint's host) hands out ranks, so Kubernetes pods need no rank of their own.
+endpoint's host) hands out ranks, so Kubernetes pods need no rank of their own. Under Kubeflow Trainer v2
+(a TrainJob on a torch runtime) the runtime gives each node PET_NNODES, PET_NPROC_PER_NODE, PET_MASTER_ADDR
+and PET_MASTER_PORT; `cheems train` reads them (`kubeflow_endpoint`), so the same command runs there.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 DEFAULT_RDZV_PORT = 29400
@@ -40,6 +43,12 @@ class LaunchConfig:
     @property
     def endpoint(self) -> str:
         return self.rdzv_endpoint if ":" in self.rdzv_endpoint else f"{self.rdzv_endpoint}:{DEFAULT_RDZV_PORT}"
+
+
+def kubeflow_endpoint(env: Mapping[str, str]) -> str:
+    """host:port of the rendezvous a Kubeflow Trainer v2 torch runtime gives every node, or "" outside one."""
+    host = env.get("PET_MASTER_ADDR", "").strip()
+    return f"{host}:{env.get('PET_MASTER_PORT', '').strip() or DEFAULT_RDZV_PORT}" if host else ""
 
 
 def torchrun_args(config: LaunchConfig) -> list[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from services.bus.broker import free_port
-from trainer.launch import DEFAULT_RDZV_PORT, LaunchConfig, torchrun_args
+from trainer.launch import DEFAULT_RDZV_PORT, LaunchConfig, kubeflow_endpoint, torchrun_args
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
@@ -82,8 +82,17 @@ def test_cli_refuses_nnodes_without_an_endpoint(tmp_path: Path) -> None:
     assert not (tmp_path / "run").exists()
 
 
+def test_kubeflow_trainer_environment_gives_the_endpoint() -> None:
+    assert kubeflow_endpoint({}) == ""
+    given = {"PET_MASTER_ADDR": "job-node-0-0.job", "PET_MASTER_PORT": "29400"}
+    assert kubeflow_endpoint(given) == "job-node-0-0.job:29400"
+    assert kubeflow_endpoint({"PET_MASTER_ADDR": "host"}) == f"host:{DEFAULT_RDZV_PORT}"
+
+
 def test_two_nodes_meet_at_the_rendezvous_and_train(tmp_path: Path) -> None:
-    """Two `cheems train --nnodes 2` processes: one world of 2, so each step takes 2 x micro_batch_size."""
+    """Two `cheems train` nodes: one world of 2, so each step takes 2 x micro_batch_size. Node 0 is told by flags
+    (`--nnodes 2 --rdzv-endpoint`, as the Indexed Job does), node 1 only by the environment a Kubeflow Trainer v2
+    torch runtime gives (PET_NNODES, PET_NPROC_PER_NODE, PET_MASTER_ADDR, PET_MASTER_PORT)."""
     cli = [sys.executable, "-m", "cheems_cli"]
     made = subprocess.run(
         [*cli, "init-model", "--out", str(tmp_path / "model"), "--hidden-size", "32"],
@@ -93,19 +102,15 @@ def test_two_nodes_meet_at_the_rendezvous_and_train(tmp_path: Path) -> None:
         check=False,
     )
     assert made.returncode == 0, made.stderr[-3000:]
+    port = free_port()
+    flags = ["--nnodes", "2", "--nproc", "1", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "test"]
+    kubeflow = {"PET_NNODES": "2", "PET_NPROC_PER_NODE": "1", "PET_MASTER_ADDR": "127.0.0.1"}
+    kubeflow |= {"PET_MASTER_PORT": str(port), "PET_NODE_RANK": "1", "PET_RDZV_ID": "test"}
     cmd = [
         *cli,
         "train",
         "--recipe",
         "tiny-cpu",
-        "--nnodes",
-        "2",
-        "--nproc",
-        "1",
-        "--rdzv-endpoint",
-        f"127.0.0.1:{free_port()}",
-        "--rdzv-id",
-        "test",
         *("--set", f"model={tmp_path / 'model'}"),
         *("--set", f"out_dir={tmp_path / 'run'}"),
         *("--set", "epochs=1"),
@@ -117,9 +122,9 @@ def test_two_nodes_meet_at_the_rendezvous_and_train(tmp_path: Path) -> None:
     logs = [tmp_path / f"node{i}.log" for i in range(2)]
     nodes: list[subprocess.Popen[bytes]] = []
     try:
-        for log in logs:
+        for log, (extra, node_env) in zip(logs, [(flags, env), ([], {**env, **kubeflow})], strict=True):
             with log.open("wb") as out:
-                nodes.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env))
+                nodes.append(subprocess.Popen([*cmd, *extra], stdout=out, stderr=subprocess.STDOUT, env=node_env))
         codes = [node.wait(timeout=300) for node in nodes]
     finally:
         for node in nodes:

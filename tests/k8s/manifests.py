@@ -37,6 +37,9 @@ def pod_specs(resource: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     elif kind == "PyTorchJob":
         for replica, replica_spec in spec["pytorchReplicaSpecs"].items():
             yield f"{kind}/{name}/{replica}", replica_spec["template"]["spec"]
+    elif kind in ("TrainingRuntime", "ClusterTrainingRuntime"):  # Kubeflow Trainer v2: a JobSet's Jobs
+        for job in spec["template"]["spec"]["replicatedJobs"]:
+            yield f"{kind}/{name}/{job['name']}", job["template"]["spec"]["template"]["spec"]
 
 
 def containers(pod: dict[str, Any]) -> list[dict[str, Any]]:

@@ -264,6 +264,31 @@ def test_training_jobs_agree_with_the_trainer(path: str) -> None:
             ), f"{where}: {file}"
 
 
+def test_the_trainjob_agrees_with_its_runtime_and_the_trainer() -> None:
+    """Kubeflow Trainer v2: the TrainJob names the runtime beside it, its `cheems train` arguments parse and carry
+    no rendezvous (the runtime's PET_* give it), nodes x processes fit the recipe, GPUs per node = processes per
+    node, and every file it names is on a volume of the runtime's pods."""
+    docs = render("training/trainjob")
+    (job,), (runtime,) = by_kind(docs, "TrainJob").values(), by_kind(docs, "TrainingRuntime").values()
+    ref = job["spec"]["runtimeRef"]
+    assert (ref["kind"], ref["name"]) == ("TrainingRuntime", runtime["metadata"]["name"])
+    assert "torch" in runtime["spec"]["mlPolicy"], "the torch policy gives the PET_* rendezvous"
+    trainer = job["spec"]["trainer"]
+    _, _, values = resolve(trainer["args"])
+    assert not values.get("rdzv_endpoint") and values.get("nnodes", 1) == 1, "the runtime gives the rendezvous"
+    config = recipe(values["recipe"]).with_overrides(list(values.get("set_") or []))
+    config.forward_batch(trainer["numNodes"] * trainer["numProcPerNode"])
+    assert trainer["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == trainer["numProcPerNode"]
+    ((_, pod),) = pod_specs(runtime)
+    (container,) = containers(pod)
+    assert container["name"] == "node" and is_cheems(container), "Trainer v2's trainer container is `node`"
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    for file in [config.out_dir, config.model, *config.train_files, *config.eval_files]:
+        assert any(file.startswith(m + "/") for m in mounts), f"{file} is on no volume"
+    claims = {v.get("persistentVolumeClaim", {}).get("claimName") for v in pod["volumes"]}
+    assert "cheems-data" in claims, "the PVC the app overlays make and the training service shares"
+
+
 @pytest.mark.parametrize("path", APP_OVERLAYS)
 def test_the_scorer_follows_what_the_training_service_registers(path: str) -> None:
     """The scorer follows the registry, and the models the training service writes are on a volume it mounts."""

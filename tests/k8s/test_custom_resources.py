@@ -66,7 +66,7 @@ PYTORCHJOB = {
 }
 
 SCHEMAS = {"PyTorchJob": PYTORCHJOB}  # legacy training-operator 1.x: its CRD's source is gone (see crds/README.md)
-RENDERED = ("overlays/dev", "overlays/prod", "kafka", "training/pytorchjob")
+RENDERED = ("overlays/dev", "overlays/prod", "kafka", "training/pytorchjob", "training/trainjob")
 
 
 def schema_of(doc: dict[str, Any]) -> dict[str, Any] | None:
@@ -101,10 +101,15 @@ def test_the_strimzi_resources_are_the_current_api() -> None:
 
 
 def test_what_the_schemas_refuse() -> None:
-    """A misspelt field, a field of an older API version, a wrong type, an old apiVersion: each refused."""
+    """A misspelt field, a missing required one, a field of an older API version, a wrong type, an old apiVersion:
+    each refused."""
     docs = {d["kind"]: d for _, d in custom_resources()}
     topic, kafka, pool = docs["KafkaTopic"], docs["Kafka"], docs["KafkaNodePool"]
+    job, runtime = docs["TrainJob"], docs["TrainingRuntime"]
     bad = [
+        {**job, "spec": {**job["spec"], "trainer": {**job["spec"]["trainer"], "numNode": 4}}},
+        {**job, "spec": {**job["spec"], "runtimeRef": {}}},  # name is required
+        {**runtime, "spec": {**runtime["spec"], "mlPolicy": {"torch": {"numProcPerNode": 8}}}},  # not in v2's torch
         {**topic, "spec": {**topic["spec"], "partition": 3}},
         {**kafka, "spec": {**kafka["spec"], "zookeeper": {"replicas": 3}}},  # gone from kafka.strimzi.io/v1
         {**kafka, "spec": {**kafka["spec"], "kafka": {**kafka["spec"]["kafka"], "replicas": 3}}},

@@ -16,7 +16,7 @@ from tests.k8s.manifests import (
     render,
 )
 
-CUSTOM_KINDS = {"PyTorchJob", "KafkaTopic", "Kafka", "KafkaNodePool"}  # validated in test_custom_resources.py
+CUSTOM_KINDS = {"PyTorchJob", "TrainJob", "TrainingRuntime", "KafkaTopic", "Kafka", "KafkaNodePool"}  # validated in test_custom_resources.py
 
 
 def test_every_kustomization_is_listed() -> None:
@@ -39,7 +39,7 @@ def test_renders_and_validates_strictly(path: str) -> None:
 @pytest.mark.parametrize("path", KUSTOMIZATIONS)
 def test_pod_templates_of_custom_resources_validate_as_pod_templates(path: str) -> None:
     for doc in render(path):
-        if doc["kind"] != "PyTorchJob":
+        if doc["kind"] not in ("PyTorchJob", "TrainingRuntime"):
             continue
         for where, pod in pod_specs(doc):
             template = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": {"spec": pod}}

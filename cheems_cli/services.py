@@ -275,8 +275,18 @@ def service_training(
     namespace: Annotated[str, typer.Option(help="kubernetes: the Jobs' namespace (default: this pod's).")] = "",
     image: Annotated[str, typer.Option(help="kubernetes: the trainer image (default: the Job manifest's).")] = "",
     nodes: Annotated[int, typer.Option(min=1, help="kubernetes: pods per Job (torchrun nodes).")] = 1,
+    workload: Annotated[
+        str,
+        typer.Option(
+            help="kubernetes: job (an Indexed Job, no operator needed) or trainjob (a Kubeflow Trainer v2 TrainJob)."
+        ),
+    ] = "job",
     job_manifest: Annotated[
-        str, typer.Option(help="kubernetes: the Job manifest to fill (default: k8s/training/base/job.yaml).")
+        str,
+        typer.Option(
+            help="kubernetes: the manifest to fill (default: k8s/training/base/job.yaml, or "
+            "k8s/training/trainjob/trainjob.yaml for trainjob)."
+        ),
     ] = "",
     set_: Annotated[
         list[str] | None,
@@ -308,6 +318,7 @@ def service_training(
             namespace=namespace,
             image=image,
             nodes=nodes,
+            workload=workload,
             job_manifest=job_manifest,
             overrides=dict(pair(kv) for kv in set_ or []),
         )

@@ -26,6 +26,7 @@ FLOORS = {
     "services.bus": 1,
     "services.hosting": 1,
     "services.grpc_errors": 1,
+    "services.channels": 1,
     "services.web": 1,
     "services.scorer": 2,
     "services.annotation": 2,

@@ -16,7 +16,14 @@ from tests.k8s.manifests import (
     render,
 )
 
-CUSTOM_KINDS = {"PyTorchJob", "TrainJob", "TrainingRuntime", "KafkaTopic", "Kafka", "KafkaNodePool"}  # validated in test_custom_resources.py
+CUSTOM_KINDS = {
+    "PyTorchJob",
+    "TrainJob",
+    "TrainingRuntime",
+    "KafkaTopic",
+    "Kafka",
+    "KafkaNodePool",
+}  # validated in test_custom_resources.py
 
 
 def test_every_kustomization_is_listed() -> None:

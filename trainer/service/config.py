@@ -15,6 +15,8 @@ from services.store.models import LAUNCHERS
 from trainer.datasets.recipes import dataset_recipe
 from trainer.recipes import RECIPES
 
+WORKLOADS = ("job", "trainjob")
+
 
 @dataclass(frozen=True)
 class TrainingConfig:
@@ -35,7 +37,10 @@ class TrainingConfig:
     namespace: str = ""  # kubernetes: where Jobs go; empty = this pod's namespace
     image: str = ""  # kubernetes: the trainer image; empty = the manifest's
     nodes: int = 1  # kubernetes: pods per Job (torchrun nodes)
-    job_manifest: str = ""  # kubernetes: the Job manifest filled per training; empty = k8s/training/base/job.yaml
+    workload: str = "job"  # kubernetes: job (an Indexed Job, no operator) | trainjob (Kubeflow Trainer v2)
+    job_manifest: str = (
+        ""  # kubernetes: the manifest filled per training; empty = k8s/training/{base/job,trainjob/trainjob}.yaml
+    )
     overrides: Mapping[str, str] = field(default_factory=dict)  # TrainConfig fields for every training; a request's win
 
     def __post_init__(self) -> None:
@@ -44,6 +49,8 @@ class TrainingConfig:
         dataset_recipe(self.dataset_recipe)  # raises naming the known ones
         if self.launcher not in LAUNCHERS:
             raise ValueError(f"launcher must be one of {', '.join(LAUNCHERS)}, got {self.launcher!r}")
+        if self.workload not in WORKLOADS:
+            raise ValueError(f"workload must be one of {', '.join(WORKLOADS)}, got {self.workload!r}")
         for name in ("nproc", "nodes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

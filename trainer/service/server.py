@@ -139,7 +139,8 @@ def host(service: TrainingService, config: HostConfig) -> GrpcHost:
 
 
 def make_launcher(config: TrainingConfig) -> Launcher:
-    """The launcher the config names: a local process group, or Jobs in this pod's (or the given) namespace."""
+    """The launcher the config names: a local process group, or Jobs (Indexed Jobs, or Kubeflow Trainer v2
+    TrainJobs: `workload`) in this pod's (or the given) namespace."""
     if config.launcher == "local":
         from trainer.service.launchers.local import LocalLauncher
 
@@ -152,8 +153,13 @@ def make_launcher(config: TrainingConfig) -> Launcher:
         load_manifest,
     )
 
-    manifest = load_manifest(config.job_manifest or MANIFEST)
     namespace = config.namespace or current_namespace()
+    if config.workload == "trainjob":
+        from trainer.service.launchers import trainjob
+
+        manifest = trainjob.load_trainjob(config.job_manifest or trainjob.MANIFEST)
+        return trainjob.TrainJobLauncher(api_client(), namespace, manifest, config.image, config.nodes)
+    manifest = load_manifest(config.job_manifest or MANIFEST)
     return KubernetesLauncher(api_client(), namespace, manifest, config.image, config.nodes)
 
 

@@ -47,6 +47,14 @@ def job_name(training_id: str) -> str:
     return f"cheems-train-{training_id}"
 
 
+def training_labels(spec: LaunchSpec) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/part-of": "cheems",
+        "app.kubernetes.io/component": "training",
+        "cheems.io/training-id": spec.training_id,
+    }
+
+
 def job_args(spec: LaunchSpec, name: str, nodes: int) -> list[str]:
     args = ["train", f"--recipe={spec.recipe}", f"--nproc={spec.nproc}"]
     if nodes > 1:
@@ -59,11 +67,7 @@ def job_manifest(manifest: dict[str, Any], spec: LaunchSpec, namespace: str, ima
     """The manifest filled for one training: name, labels, pods, image and arguments."""
     name = job_name(spec.training_id)
     job = copy.deepcopy(manifest)
-    labels = {
-        "app.kubernetes.io/part-of": "cheems",
-        "app.kubernetes.io/component": "training",
-        "cheems.io/training-id": spec.training_id,
-    }
+    labels = training_labels(spec)
     job["metadata"] = {"name": name, "namespace": namespace, "labels": labels}
     job["spec"]["completions"] = job["spec"]["parallelism"] = nodes
     template = job["spec"]["template"]

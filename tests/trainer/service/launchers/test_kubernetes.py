@@ -5,12 +5,9 @@ service, cancel (DELETE), a failed Job, and a 403 Forbidden recorded as the trai
 from __future__ import annotations
 
 import json
-import re
 import shutil
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,93 +16,16 @@ import pytest
 from sqlalchemy import Engine
 
 from tests.trainer.conftest import seed_sample
+from tests.trainer.service.launchers.fake_cluster import FORBIDDEN, FakeKubernetes, running
 from trainer.service.config import TrainingConfig
 from trainer.service.launchers import LaunchSpec
 from trainer.service.launchers.kubernetes import KubernetesLauncher, job_manifest, load_manifest
 from trainer.service.trainings import TrainingService
 
-JOBS = re.compile(r"^/apis/batch/v1/namespaces/(?P<ns>[^/]+)/jobs(?:/(?P<name>[^/?]+))?(?:\?.*)?$")
-FORBIDDEN = (
-    'jobs.batch is forbidden: User "system:serviceaccount:cheems:cheems-training" cannot create resource "jobs" '
-    'in API group "batch" in the namespace "cheems"'
-)
-
-
-class FakeKubernetes(ThreadingHTTPServer):
-    """Jobs in memory: POST creates (or answers 403 when `forbid`), GET reads, DELETE removes; `requests` logs."""
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.jobs: dict[str, dict[str, Any]] = {}
-        self.requests: list[tuple[str, str]] = []
-        self.forbid = False
-
-    def finish(self, name: str, condition: str = "Complete", reason: str = "", message: str = "") -> None:
-        status = {"type": condition, "status": "True", "reason": reason, "message": message}
-        self.jobs[name]["status"] = {"active": 0, "conditions": [status], "succeeded": int(condition == "Complete")}
-
-
-class Handler(BaseHTTPRequestHandler):
-    server: FakeKubernetes
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def reply(self, code: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def status(self, code: int, reason: str, message: str) -> None:
-        body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason}
-        self.reply(code, {**body, "code": code})
-
-    def route(self) -> re.Match[str] | None:
-        self.server.requests.append((self.command, self.path))
-        match = JOBS.match(self.path)
-        if match is None:
-            self.status(404, "NotFound", f"no route {self.path}")
-        return match
-
-    def do_POST(self) -> None:
-        if self.route() is None:
-            return
-        job = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        name = job["metadata"]["name"]
-        if self.server.forbid:
-            return self.status(403, "Forbidden", FORBIDDEN)
-        if name in self.server.jobs:
-            return self.status(409, "AlreadyExists", f'jobs.batch "{name}" already exists')
-        job["status"] = {"active": job["spec"]["parallelism"]}
-        self.server.jobs[name] = job
-        self.reply(201, job)
-
-    def do_GET(self) -> None:
-        if (match := self.route()) is None:
-            return
-        job = self.server.jobs.get(match["name"] or "")
-        if job is None:
-            return self.status(404, "NotFound", f'jobs.batch "{match["name"]}" not found')
-        self.reply(200, job)
-
-    def do_DELETE(self) -> None:
-        if (match := self.route()) is None:
-            return
-        if self.server.jobs.pop(match["name"] or "", None) is None:
-            return self.status(404, "NotFound", f'jobs.batch "{match["name"]}" not found')
-        self.reply(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
-
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[FakeKubernetes]:
-    server = FakeKubernetes()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
+    yield from running()
 
 
 def launcher(cluster: FakeKubernetes) -> KubernetesLauncher:

@@ -62,6 +62,7 @@ class Publisher:
         self.producer = KafkaProducer(
             bootstrap_servers=bootstrap,
             acks="all",
+            enable_idempotence=True,  # kafka-python 3's default, made explicit: a conflicting setting then raises
             retries=5,
             linger_ms=5,
             max_block_ms=max_block_ms,

@@ -71,7 +71,8 @@ def _spec(name: str) -> TopicSpec:
 
 SPECS: tuple[TopicSpec, ...] = tuple(_spec(name) for name in with_dead_letters())
 STRIMZI_CLUSTER = "cheems"  # the Kafka resource in k8s/kafka/kafka.yaml
-REPLICAS = 3
+REPLICAS = 3  # on a real cluster: each partition on three brokers
+MIN_INSYNC_REPLICAS = 2  # an acks=all write needs two of them: one broker may be lost without losing an event
 
 
 def strimzi_yaml(specs: tuple[TopicSpec, ...] = SPECS, cluster: str = STRIMZI_CLUSTER) -> str:
@@ -91,7 +92,7 @@ def strimzi_yaml(specs: tuple[TopicSpec, ...] = SPECS, cluster: str = STRIMZI_CL
             f"  replicas: {REPLICAS}\n"
             "  config:\n"
             f'    retention.ms: "{spec.retention_ms}"\n'
-            '    min.insync.replicas: "2"\n'
+            f'    min.insync.replicas: "{MIN_INSYNC_REPLICAS}"\n'
         )
     return "---\n".join(docs)
 

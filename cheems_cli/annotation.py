@@ -111,15 +111,25 @@ def annotate_distant(
 @annotate.command("export")
 @clear_errors
 def annotate_export(
-    bench: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, help="Ranked bench files.")],
+    bench: Annotated[
+        list[Path], typer.Argument(exists=True, dir_okay=False, help="Ranked bench files of AI annotations.")
+    ],
     out: Annotated[Path, typer.Option(help="CheemsPreference training file to write.")],
-    debias: Annotated[bool, typer.Option(help="Balance chosen-longer and chosen-shorter pairs.")] = True,
+    human: Annotated[
+        list[Path] | None,
+        typer.Option(exists=True, dir_okay=False, help="Ranked bench file of human annotations: pairs as they are."),
+    ] = None,
+    debias: Annotated[
+        bool,
+        typer.Option(help="Balance the AI pairs whose chosen response is longer against those where it is shorter."),
+    ] = True,
     seed: Annotated[int, typer.Option()] = 0,
 ) -> None:
-    """Export rankings as CheemsPreference pairs (length-debiased)."""
+    """Export rankings as CheemsPreference pairs: the AI-annotated ones length-debiased, the --human ones untouched
+    (as the paper builds CheemsPreference)."""
     from services.annotation.files.commands import dump, export
 
-    typer.echo(dump(export(bench, out, debias, seed)))
+    typer.echo(dump(export(bench, out, debias, seed, human or [])))
 
 
 @annotate.command("filter")

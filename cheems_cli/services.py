@@ -257,9 +257,15 @@ def service_training(
         str,
         typer.Option(
             help="Dataset recipe of a request that names none, and of auto: human, ai, ai-distant, "
-            "human+ai-distant, each optionally -debias."
+            "human+ai-distant, the AI ones optionally -debias (the AI pairs length-debiased). Default: the paper's."
         ),
-    ] = "human-debias",
+    ] = "human+ai-distant-debias",
+    supervisor: Annotated[
+        str,
+        typer.Option(
+            help="Distant supervision's model: a registered model trained on the human recipe (default: the newest)."
+        ),
+    ] = "",
     auto_after: Annotated[
         int, typer.Option(min=0, help="Train when this many rankings came since the newest dataset (0 = off).")
     ] = 0,
@@ -309,6 +315,7 @@ def service_training(
             data_dir=required(data_dir, "CHEEMS_DATA_DIR"),
             recipe=recipe,
             dataset_recipe=dataset_recipe,
+            supervisor=supervisor,
             auto_after=auto_after,
             launcher=launcher,
             model=model,

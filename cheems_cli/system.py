@@ -39,8 +39,12 @@ def up_command(
     ] = 20,
     recipe: Annotated[str, typer.Option(help="Training recipe.")] = "tiny-cpu",
     dataset_recipe: Annotated[
-        str, typer.Option(help="What datasets hold: human, ai, ai-distant, ... (+ -debias).")
-    ] = "human-debias",
+        str,
+        typer.Option(
+            help="What datasets hold: human, ai, ai-distant, human+ai-distant, the AI ones optionally -debias "
+            "(default: the paper's; a human dataset is trained first, to supervise the AI annotations)."
+        ),
+    ] = "human+ai-distant-debias",
     set_: Annotated[list[str] | None, typer.Option("--set", help="Training override key=value.")] = None,
     judge_url: Annotated[
         str, typer.Option(help="OpenAI-compatible API of the AI judge (empty: no judge worker).")

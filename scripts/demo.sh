@@ -34,7 +34,7 @@ step "an RM trained on the human-resolved data (for distant supervision)"
 step "simulated AI pairwise verdicts on the human subset, filtered by distant supervision"
 "$BIN/cheems" annotate simulate data/sample/human.jsonl --out "$OUT/ai_raw.jsonl" --kind ai --noise 0.3
 "$BIN/cheems" annotate distant "$OUT/ai_raw.jsonl" --rewards "$OUT/ai_rewards.jsonl" --out "$OUT/ai_bench.jsonl"
-"$BIN/cheems" annotate export "$OUT/human_bench.jsonl" "$OUT/ai_bench.jsonl" --out "$OUT/preference.jsonl"
+"$BIN/cheems" annotate export "$OUT/ai_bench.jsonl" --human "$OUT/human_bench.jsonl" --out "$OUT/preference.jsonl"
 
 step "train the RM on the combined, length-debiased preference data"
 "$BIN/cheems" train --set model="$OUT/models/tiny" --set train_files="$OUT/preference.jsonl" \

@@ -40,7 +40,7 @@ class SystemConfig:
     ai_sources: str = ""
     human_sources: str = "*"
     training_recipe: str = "tiny-cpu"
-    dataset_recipe: str = "human-debias"
+    dataset_recipe: str = "human+ai-distant-debias"
     training_overrides: Sequence[str] = ()
     auto_after: int = 0
     promotion: str = "auto"

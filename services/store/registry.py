@@ -1,6 +1,6 @@
 """The training registry in the store: datasets, trainings and the models they registered (all SQL here).
 
-    dataset, created = add_dataset(session, sha256, "human-debias", path, prompts=80, pairs=400, rankings=80)
+    dataset, created = add_dataset(session, sha256, "human", path, prompts=80, pairs=400, rankings=80)
     training = create_training(session, dataset.id, "tiny-cpu", {"epochs": "2"}, "local", "out/trainings/ab12")
     update_training(session, training.id, state="running", step=3, total_steps=20, loss=0.61)
     model, created = register_model(session, training.id, "out/trainings/ab12/model", overall=0.71)
@@ -191,6 +191,14 @@ def model_results(session: Session) -> dict[str, tuple[datetime, float]]:
         if isinstance(overall, (int, float)):
             results[str(model_id)] = (created_at, float(overall))
     return results
+
+
+def human_trained_models(session: Session) -> list[RegisteredModel]:
+    """The models trained on human rankings only (dataset recipe `human`) and not rejected, newest first: the
+    supervisors distant supervision may use."""
+    human = RegisteredModel.dataset_recipe == "human"
+    query = select(RegisteredModel).where(human, RegisteredModel.state != "rejected")
+    return list(session.scalars(query.order_by(RegisteredModel.created_at.desc())))
 
 
 def best_model(session: Session) -> RegisteredModel | None:

@@ -4,9 +4,12 @@
 
 Every prompt with a resolved ranking is read with its annotations (relations as the annotation
 service resolves them, discarded responses left out). Distant supervision scores the responses with
-the current best model (`registry.best_model`) in this process: the scorer's own tokenization (left
-truncation) and the shared torch forward (`cheems.forward`). Before any model exists an "ai-distant"
-recipe takes the AI relations unfiltered (a warning says so) and the dataset names no supervisor.
+the supervisor, as the paper does: a reward model trained on human rankings only (the newest model whose
+dataset recipe is `human`, or the one `supervisor` names), never one chosen by its CheemsBench score (the
+benchmark would then steer what enters the training data). It scores in this process: the scorer's own
+tokenization (left truncation) and the shared torch forward (`cheems.forward`). Before such a model exists,
+a `*-distant` recipe makes no dataset: it waits (`NoSupervisor`, saying why) and takes no AI relation
+unfiltered. The dataset records its supervisor.
 The pairs are written atomically in the CheemsPreference layout to <data_dir>/datasets/<sha256>.jsonl,
 whose sha256 is the dataset id: the same content is the same dataset, stored and announced
 (cheems.datasets.v1) once. A recipe that finds no pair raises EmptyDataset and stores nothing.
@@ -26,6 +29,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from cheems.chat import Truncation
+from cheems.errors import Conflict, InvalidInput
 from cheems.formats.preference import PreferenceItem, write_preference
 from cheems.formats.responses import Response
 from cheems.v1 import events_pb2
@@ -36,8 +40,9 @@ from services.bus import topics
 from services.bus.client import Publisher
 from services.store import registry, repository
 from services.store.db import session_scope
-from services.store.models import Dataset
+from services.store.models import Dataset, RegisteredModel
 from trainer.datasets.recipes import (
+    HUMAN_RECIPE,
     AnnotatedPrompt,
     DatasetRecipe,
     EmptyDataset,
@@ -48,6 +53,35 @@ from trainer.datasets.recipes import (
 from trainer.service.messages import dataset_message
 
 log = logging.getLogger(__name__)
+
+
+class NoSupervisor(Conflict):
+    """A recipe with distant supervision, and no model trained on human rankings to supervise yet."""
+
+    reason = "no_supervisor"
+
+
+def choose_supervisor(session: Session, recipe: DatasetRecipe, supervisor_id: str = "") -> RegisteredModel | None:
+    """The supervisor of a recipe that filters AI relations (None for one that does not)."""
+    if not recipe.needs_scores:
+        return None
+    candidates = registry.human_trained_models(session)
+    if supervisor_id:
+        chosen = next((m for m in candidates if m.id == supervisor_id), None)
+        if chosen is None:
+            known = ", ".join(m.id for m in candidates) or "none yet"
+            raise InvalidInput(
+                f"supervisor {supervisor_id!r} is not a registered model trained on human rankings only "
+                f"(dataset recipe {HUMAN_RECIPE}); those are: {known}"
+            )
+        return chosen
+    if not candidates:
+        raise NoSupervisor(
+            f"dataset recipe {recipe.name} waits: distant supervision needs a reward model trained on human "
+            f"rankings only (dataset recipe {HUMAN_RECIPE}), and none is registered yet; train one on the "
+            f"{HUMAN_RECIPE} recipe first (the training service's auto mode does so by itself)"
+        )
+    return candidates[0]
 
 
 @dataclass(frozen=True)
@@ -130,18 +164,23 @@ def write_content_addressed(directory: Path, items: Sequence[PreferenceItem]) ->
 
 
 def create_dataset(
-    engine: Engine, recipe_name: str, options: DatasetOptions, publisher: Publisher | None = None
+    engine: Engine,
+    recipe_name: str,
+    options: DatasetOptions,
+    publisher: Publisher | None = None,
+    supervisor_id: str = "",
 ) -> tuple[Dataset, bool]:
-    """Make the recipe's dataset from the store; (the stored dataset, whether it is new)."""
+    """Make the recipe's dataset from the store; (the stored dataset, whether it is new). `supervisor_id`: the
+    human-trained model that filters AI relations (default: the newest); NoSupervisor when there is none yet."""
     recipe = dataset_recipe(recipe_name)
     with session_scope(engine) as session:
+        supervisor = choose_supervisor(session, recipe, supervisor_id)
+        supervisor_path, supervisor_name = (supervisor.path, supervisor.id) if supervisor else ("", None)
         prompts = annotated_prompts(session)
-        supervisor = registry.best_model(session) if recipe.needs_scores else None
     scores: Mapping[str, Mapping[str, float]] | None = None
-    if recipe.needs_scores and supervisor is None:
-        log.warning("dataset recipe %s: no model registered yet, AI annotations are taken unfiltered", recipe.name)
-    elif supervisor is not None:
-        scores = supervisor_scores(to_supervise(prompts, recipe), supervisor.path, options.score_max_length)
+    if supervisor_name is not None:
+        log.info("dataset recipe %s: distant supervision by %s (human-trained)", recipe.name, supervisor_name)
+        scores = supervisor_scores(to_supervise(prompts, recipe), supervisor_path, options.score_max_length)
     items, stats = preference_pairs(prompts, recipe, scores, options.seed)
     if not items:
         raise EmptyDataset(
@@ -158,7 +197,7 @@ def create_dataset(
             prompts=stats.prompts,
             pairs=stats.pairs,
             rankings=stats.resolved,
-            supervisor_model_id=supervisor.id if supervisor is not None else None,
+            supervisor_model_id=supervisor_name,
         )
     log.info(
         "dataset %s (%s): %d prompts, %d pairs (%d before debiasing), %d AI relations dropped by distant supervision%s",

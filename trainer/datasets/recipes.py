@@ -3,17 +3,21 @@
     recipe = dataset_recipe("human+ai-distant-debias")
     items, stats = preference_pairs(prompts, recipe, scores={"<prompt id>": {"r1": 0.3, ...}})
 
-A recipe names its sources, optionally followed by "-debias" (length debiasing, paper section 4.2):
+A recipe names its sources, those with AI annotations optionally followed by "-debias" (paper section 4.2):
 - "human": each prompt's human annotations resolved with Algorithm 1;
 - "ai": its AI annotations resolved the same way;
-- "ai-distant": its AI annotations filtered by distant supervision first (the relations the current
-  best RM clearly contradicts are dropped), then resolved;
-- "human+ai-distant" (the paper's CheemsPreference): the human ranking where a prompt has human
-  annotations, the distant-supervised AI ranking where it has only AI ones. Human judgments are the
-  more reliable; mixing both into one graph would only turn their disagreements into merged nodes.
+- "ai-distant": its AI annotations filtered by distant supervision first (the relations the supervisor, an
+  RM trained on human rankings only, clearly contradicts are dropped), then resolved;
+- "human+ai-distant": the human ranking where a prompt has human annotations, the distant-supervised AI
+  ranking where it has only AI ones. Human judgments are the more reliable; mixing both into one graph
+  would only turn their disagreements into merged nodes.
+- "-debias": the pairs ranked from AI annotations are length-debiased (the pairs whose chosen response is
+  longer balanced against those where it is shorter, `services.annotation.algorithm.distant.length_debias`);
+  the human pairs enter untouched, as in the paper, which debiases the AI-annotated subset and then adds the
+  human one. So there is no "human-debias". "human+ai-distant-debias" is the paper's CheemsPreference
+  (PAPER_RECIPE), the default of the training service and of `cheems up`.
 Responses any annotator discarded are left out of every relation. Each ranking gives every pair of
-responses with different ranks; "-debias" then balances, over the whole dataset, the pairs whose
-chosen response is longer against those where it is shorter (`services.annotation.algorithm.distant.length_debias`).
+responses with different ranks.
 The I/O around this (the store, the supervisor model, the file, the events) is `trainer.datasets.build`.
 """
 
@@ -31,7 +35,9 @@ from services.annotation.algorithm.resolve import Relation, resolve
 
 SOURCES = ("human", "ai", "ai-distant", "human+ai-distant")
 DEBIAS = "-debias"
-DATASET_RECIPES = tuple(name + suffix for name in SOURCES for suffix in ("", DEBIAS))
+DATASET_RECIPES = tuple(name + suffix for name in SOURCES for suffix in ("", DEBIAS) if "ai" in name or not suffix)
+PAPER_RECIPE = "human+ai-distant-debias"
+HUMAN_RECIPE = "human"  # what a supervisor for distant supervision is trained on
 
 
 class UnknownDatasetRecipe(InvalidInput):
@@ -51,8 +57,8 @@ class DatasetRecipe:
     name: str
     human: bool  # human annotations, resolved
     ai: bool  # AI annotations (where the prompt has no human ranking, when human is also set)
-    distant: bool  # AI relations filtered by the best model's rewards first
-    debias: bool  # length-balanced pairs
+    distant: bool  # AI relations filtered by the supervisor's rewards first
+    debias: bool  # length-balanced AI pairs
 
     @property
     def needs_scores(self) -> bool:
@@ -101,8 +107,22 @@ class DatasetStats:
     resolved: int = 0  # prompts whose relations were resolved into a ranking (the dataset's "rankings")
     pairs_before: int = 0  # pairs before length debiasing
     pairs: int = 0
+    ai_relations: int = 0  # before distant supervision
     ai_relations_dropped: int = 0  # by distant supervision
     sources: dict[str, int] = field(default_factory=dict)  # prompts ranked from "human" / "ai" relations
+    pairs_by_source: dict[str, dict[str, int]] = field(default_factory=dict)  # source -> {"before", "after"} debias
+
+    def as_json(self) -> dict[str, Any]:
+        """What a dataset records of how it was made (stored with it, shown by `cheems status --json`)."""
+        return {
+            "prompts": self.prompts,
+            "rankings": self.resolved,
+            "prompts_by_source": dict(self.sources),
+            "ai_relations": self.ai_relations,
+            "ai_relations_dropped_by_distant_supervision": self.ai_relations_dropped,
+            "pairs_by_source": {k: dict(v) for k, v in self.pairs_by_source.items()},
+            "pairs": self.pairs,
+        }
 
 
 def prompt_rank(
@@ -117,6 +137,8 @@ def prompt_rank(
         return {}
     stats.sources[source] = stats.sources.get(source, 0) + 1
     stats.resolved += 1
+    if source == "ai":
+        stats.ai_relations += len(relations)
     if source == "ai" and recipe.distant and scores is not None:
         filtered = distant_supervision(relations, scores)
         stats.ai_relations_dropped += len(filtered.dropped)
@@ -140,19 +162,29 @@ def preference_pairs(
 ) -> tuple[list[PreferenceItem], DatasetStats]:
     """The dataset's lines, in the given prompt order: each prompt's ranked pairs, debiased when asked.
 
-    `scores` ({prompt id: {response id: reward}}) are the supervisor's rewards for distant supervision;
-    None means there is no supervisor yet, and AI relations are taken unfiltered.
+    `scores` ({prompt id: {response id: reward}}) are the supervisor's rewards for distant supervision; a
+    recipe that filters AI relations (`needs_scores`) refuses to run without them (`build` makes it wait for a
+    supervisor). Length debiasing, when asked, balances the AI-ranked pairs only; human pairs are kept as they are.
     """
+    if recipe.needs_scores and scores is None:
+        raise InvalidInput(f"dataset recipe {recipe.name}: distant supervision needs the supervisor's rewards")
     stats = DatasetStats()
-    pairs: list[tuple[tuple[int, str], tuple[int, str]]] = []
+    pairs: dict[str, list[tuple[tuple[int, str], tuple[int, str]]]] = {"human": [], "ai": []}
     for n, prompt in enumerate(prompts):
         rank = prompt_rank(prompt, recipe, None if scores is None else scores.get(prompt.prompt_id, {}), stats)
-        pairs += [((n, better), (n, worse)) for better, worse in ranked_pairs(prompt.responses, rank)]
+        source = "human" if recipe.human and prompt.human else "ai"
+        pairs[source] += [((n, better), (n, worse)) for better, worse in ranked_pairs(prompt.responses, rank)]
     content = {(n, r.id): r.content for n, p in enumerate(prompts) for r in p.responses}
-    kept = length_debias(pairs, lambda key: len(content[key]), seed).pairs if recipe.debias else pairs
-    stats.pairs_before, stats.pairs = len(pairs), len(kept)
+    kept = {"human": pairs["human"], "ai": pairs["ai"]}
+    if recipe.debias:
+        kept["ai"] = length_debias(pairs["ai"], lambda key: len(content[key]), seed).pairs
+    stats.pairs_by_source = {
+        source: {"before": len(pairs[source]), "after": len(kept[source])} for source in pairs if pairs[source]
+    }
+    merged = sorted(kept["human"] + kept["ai"], key=lambda pair: pair[0][0])  # prompt order; each source's order
+    stats.pairs_before, stats.pairs = len(pairs["human"]) + len(pairs["ai"]), len(merged)
     by_prompt: dict[int, list[tuple[str, str]]] = {}
-    for (n, chosen), (_, rejected) in kept:
+    for (n, chosen), (_, rejected) in merged:
         by_prompt.setdefault(n, []).append((chosen, rejected))
     items = []
     for n in sorted(by_prompt):

@@ -21,7 +21,9 @@ from services.bus import topics
 from services.bus.client import EventConsumer
 from services.store import registry
 from services.store.db import session_scope
-from services.store.models import Training
+from services.store.models import Dataset, Training
+from trainer.datasets.build import NoSupervisor
+from trainer.datasets.recipes import HUMAN_RECIPE
 
 if TYPE_CHECKING:
     from trainer.service.trainings import TrainingService
@@ -51,7 +53,7 @@ class AutoTrainer:
             return None
         log.info("auto: %d rankings since the last dataset (threshold %d): making a dataset", since, self.after)
         try:
-            dataset, created = self.service.create_dataset()
+            dataset, created = self.make_dataset()
         except CheemsError as e:
             log.warning("auto: no dataset: %s", e)
             self.tried_at = since
@@ -62,6 +64,15 @@ class AutoTrainer:
             return None
         self.tried_at = -1
         return self.service.start_training(dataset_id=dataset.id)
+
+    def make_dataset(self) -> tuple[Dataset, bool]:
+        """The configured recipe's dataset; while its distant supervision has no human-trained model to use, a
+        `human` dataset instead, whose training makes that model (the paper's order: human RM, then the rest)."""
+        try:
+            return self.service.create_dataset()
+        except NoSupervisor as e:
+            log.info("auto: %s; making a %s dataset first", e, HUMAN_RECIPE)
+            return self.service.create_dataset(HUMAN_RECIPE)
 
     def run(self) -> None:
         """Check once, then after every wake-up (a ranking event, or a training that ended) until stopped."""

@@ -1,6 +1,6 @@
 """The training service's one config: where it stores, what it trains by default, when, and how it launches.
 
-    TrainingConfig(data_dir="out/cheems", recipe="tiny-cpu", dataset_recipe="human-debias", auto_after=50)
+    TrainingConfig(data_dir="out/cheems", recipe="tiny-cpu", dataset_recipe="human+ai-distant-debias", auto_after=50)
 
 `cheems service training` builds it from its options; every field has its default here.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from services.hosting import TRAINING_PORT
 from services.store.models import LAUNCHERS
-from trainer.datasets.recipes import dataset_recipe
+from trainer.datasets.recipes import PAPER_RECIPE, dataset_recipe
 from trainer.recipes import RECIPES
 
 WORKLOADS = ("job", "trainjob")
@@ -22,9 +22,8 @@ WORKLOADS = ("job", "trainjob")
 class TrainingConfig:
     data_dir: str = "out/cheems"  # datasets and trainings (<data_dir>/datasets, <data_dir>/trainings/<id>)
     recipe: str = "tiny-cpu"  # training recipe (trainer.recipes) of a request that names none, and of auto
-    dataset_recipe: str = (
-        "human-debias"  # dataset recipe (trainer.datasets.recipes) of a request that names none, and auto
-    )
+    dataset_recipe: str = PAPER_RECIPE  # dataset recipe (trainer.datasets.recipes) of a request naming none, and auto
+    supervisor: str = ""  # distant supervision's model (trained on human rankings); empty = the newest such model
     auto_after: int = 0  # train when this many rankings came since the newest dataset; 0 = on request only
     launcher: str = "local"  # local: a process group here | kubernetes: an Indexed Job per training
     model: str = ""  # base model directory every training starts from; empty = the recipe's

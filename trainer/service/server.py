@@ -1,7 +1,7 @@
 """gRPC adapter of `cheems.v1.TrainingService`, and `cheems service training`.
 
     cheems service training --db URL --bootstrap HOST:9092 --data-dir out/cheems --model out/models/tiny
-        [--recipe tiny-cpu] [--dataset-recipe human-debias] [--auto-after 50] [--launcher local|kubernetes]
+        [--recipe tiny-cpu] [--dataset-recipe human+ai-distant-debias] [--auto-after 50] [--launcher local|kubernetes]
 
 Each method decodes the request, calls `TrainingService` and encodes its rows
 (`trainer.service.messages`). Errors are kinds of `cheems.errors`, mapped by
@@ -49,7 +49,9 @@ class TrainingServicer:
             abort(context, e)
 
     def CreateDataset(self, request: Any, context: grpc.ServicerContext) -> training_pb2.Dataset:
-        return self._run(context, lambda: dataset_message(self.service.create_dataset(request.recipe)[0]))
+        return self._run(
+            context, lambda: dataset_message(self.service.create_dataset(request.recipe, request.supervisor)[0])
+        )
 
     def ListDatasets(self, request: Any, context: grpc.ServicerContext) -> training_pb2.ListDatasetsResponse:
         return self._run(
@@ -62,7 +64,7 @@ class TrainingServicer:
     def StartTraining(self, request: Any, context: grpc.ServicerContext) -> training_pb2.Training:
         def work() -> training_pb2.Training:
             training = self.service.start_training(
-                request.dataset_id, request.dataset_recipe, request.recipe, dict(request.overrides)
+                request.dataset_id, request.dataset_recipe, request.recipe, dict(request.overrides), request.supervisor
             )
             return training_message(training)
 

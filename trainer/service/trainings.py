@@ -2,7 +2,7 @@
 
     service = TrainingService(engine, TrainingConfig(data_dir="out/cheems"), LocalLauncher(), publisher)
     service.recover()                                  # re-attach to the trainings recorded as running
-    training = service.start_training(dataset_recipe="human-debias", overrides={"epochs": "1"})
+    training = service.start_training(dataset_recipe="human", overrides={"epochs": "1"})
 
 A training is recorded (pending), launched (running, with the launcher's handle) and watched by a
 monitor thread (`trainer.service.monitor`), which records its progress and, when it ends, registers
@@ -51,9 +51,12 @@ class TrainingService:
 
     # datasets
 
-    def create_dataset(self, recipe: str = "") -> tuple[Dataset, bool]:
+    def create_dataset(self, recipe: str = "", supervisor: str = "") -> tuple[Dataset, bool]:
+        """A dataset of `recipe` (default: the config's); `supervisor`: distant supervision's model (default: the
+        config's, else the newest trained on human rankings)."""
         options = DatasetOptions(str(self.data_dir), self.config.seed)
-        return create_dataset(self.engine, recipe or self.config.dataset_recipe, options, self.publisher)
+        recipe, supervisor = recipe or self.config.dataset_recipe, supervisor or self.config.supervisor
+        return create_dataset(self.engine, recipe, options, self.publisher, supervisor)
 
     def list_datasets(self) -> list[Dataset]:
         with session_scope(self.engine) as session:
@@ -67,6 +70,7 @@ class TrainingService:
         dataset_recipe: str = "",
         recipe: str = "",
         overrides: Mapping[str, str] | None = None,
+        supervisor: str = "",
     ) -> Training:
         """Record and launch a training on the dataset (a new one made with `dataset_recipe` when none is named)."""
         recipe, overrides = recipe or self.config.recipe, {**self.config.overrides, **dict(overrides or {})}
@@ -75,7 +79,7 @@ class TrainingService:
             with session_scope(self.engine) as session:
                 dataset_id = registry.get_dataset(session, dataset_id).id
         else:
-            dataset_id = self.create_dataset(dataset_recipe)[0].id
+            dataset_id = self.create_dataset(dataset_recipe, supervisor)[0].id
         with self.lock, session_scope(self.engine) as session:
             out_dir = str(self.data_dir / "trainings" / "{id}")
             training = registry.create_training(session, dataset_id, recipe, overrides, self.launcher.kind, out_dir)

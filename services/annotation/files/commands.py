@@ -4,7 +4,7 @@ modules, writes jsonl atomically, and returns statistics to print.
     simulate   bench (gold ranks) -> raw human triples or AI pairwise verdicts (`cheems resolve` input)
     judge      bench or raw file -> AI pairwise verdicts from an OpenAI-compatible endpoint
     distant    raw AI verdicts + RM rewards -> consistent rankings (bench layout)
-    export     bench files -> CheemsPreference training file, length-debiased
+    export     bench files -> CheemsPreference training file, the AI-annotated pairs length-debiased
     filter     bench file -> the same with rule-rejected responses removed
 """
 
@@ -76,9 +76,11 @@ def distant(raw_ai: Path, rewards: Path, out: Path, margin: float, tie_margin: f
     return {"prompts": len(items), "edges_kept": kept, "edges_dropped": dropped, "conflicts_after": conflicts}
 
 
-def export(benches: Sequence[Path], out: Path, debias: bool, seed: int) -> dict[str, Any]:
+def export(benches: Sequence[Path], out: Path, debias: bool, seed: int, human: Sequence[Path] = ()) -> dict[str, Any]:
+    """`benches`: AI-annotated rankings (length-debiased when `debias`); `human`: human rankings, taken as they are."""
     items = [item for path in benches for item in read_bench(path)]
-    preference, stats = preference_items(items, debias, seed)
+    untouched = [item for path in human for item in read_bench(path)]
+    preference, stats = preference_items(items, debias, seed, untouched)
     write_preference(out, preference)
     return asdict(stats)
 

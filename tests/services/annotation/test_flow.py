@@ -97,7 +97,15 @@ def test_cli_flow_builds_a_consistent_bench_and_a_training_file(tmp_path: Path) 
     assert report["edges_dropped"] > 0 and report["conflicts_after"] < 0.1 * report["edges_kept"]
     assert gold_agreement(t / "ai_bench.jsonl") > gold_agreement(t / "ai_unfiltered.jsonl")
     export = json.loads(
-        cheems("annotate", "export", t / "human_bench.jsonl", t / "ai_bench.jsonl", "--out", t / "preference.jsonl")
+        cheems(
+            "annotate",
+            "export",
+            t / "ai_bench.jsonl",
+            "--human",
+            t / "human_bench.jsonl",
+            "--out",
+            t / "preference.jsonl",
+        )
     )
     assert export["pairs_after"] <= export["pairs_before"] and export["prompts"] > 20
     groups = read_groups(t / "preference.jsonl")

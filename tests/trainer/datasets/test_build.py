@@ -11,6 +11,7 @@ import torch
 from sqlalchemy import Engine
 
 from cheems.chat import Conversation, encode_many
+from cheems.errors import InvalidInput
 from cheems.formats.preference import read_preference
 from cheems.forward import forward_rewards
 from cheems.model import load_model
@@ -20,7 +21,7 @@ from services.bus.client import Publisher
 from services.store import registry, repository
 from services.store.db import session_scope
 from tests.trainer.conftest import read_events
-from trainer.datasets.build import DatasetOptions, create_dataset
+from trainer.datasets.build import DatasetOptions, NoSupervisor, create_dataset
 from trainer.datasets.recipes import EmptyDataset, UnknownDatasetRecipe
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
@@ -106,18 +107,31 @@ def rewards(model_dir: Path, prompts: list[tuple[tuple, str | None, list]]) -> l
     return out
 
 
-def test_distant_supervision_uses_the_best_model(engine: Engine, tiny_model: Path, tmp_path: Path) -> None:
+def registered(engine: Engine, dataset_id: str, path: Path) -> str:
+    """A model trained on the dataset, registered; its id."""
+    with session_scope(engine) as s:
+        training = registry.create_training(s, dataset_id, "tiny-cpu", {}, "local", "out/{id}")
+        model, _ = registry.register_model(s, training.id, str(path), None)
+        return str(model.id)
+
+
+def test_distant_supervision_waits_for_a_human_trained_model_and_uses_only_one(
+    engine: Engine, tiny_model: Path, tmp_path: Path
+) -> None:
     ids = seed(engine)
     options = DatasetOptions(str(tmp_path))
-    unfiltered, _ = create_dataset(engine, "ai-distant", options)  # no model yet: AI relations as they are
-    assert unfiltered.supervisor_model_id is None
-    assert {k: v["annotations"] for k, v in lines(unfiltered.path).items()} == {
-        JIA[0]: [["c", "a", "1"]],
-        YI[0]: [["x", "y", "1"]],
-    }
+    with pytest.raises(NoSupervisor, match=r"ai-distant waits: .* trained on human rankings only"):
+        create_dataset(engine, "ai-distant", options)  # no model yet: no AI relation enters unfiltered
+    ai_model = registered(engine, create_dataset(engine, "ai", options)[0].id, tiny_model)
+    with pytest.raises(NoSupervisor):  # a model trained on AI annotations never supervises, however good
+        create_dataset(engine, "ai-distant", options)
+    with pytest.raises(InvalidInput, match=rf"supervisor .{ai_model}. is not .* those are: none yet"):
+        create_dataset(engine, "ai-distant", options, supervisor_id=ai_model)
     with session_scope(engine) as s:
-        training = registry.create_training(s, unfiltered.id, "tiny-cpu", {}, "local", "out/{id}")
-        model, _ = registry.register_model(s, training.id, str(tiny_model), None)
+        assert [d.recipe for d in registry.list_datasets(s)] == ["ai"]  # the waiting recipe stored nothing
+    model_id = registered(engine, create_dataset(engine, "human", options)[0].id, tiny_model)
+    with pytest.raises(InvalidInput, match=rf"supervisor .rm-nobody. is not .* those are: {model_id}"):
+        create_dataset(engine, "ai-distant", options, supervisor_id="rm-nobody")
     expected = {}
     jia, yi = rewards(tiny_model, [(JIA, "你是助手", []), (YI, None, HISTORY)])
     if jia["c"] >= jia["a"]:
@@ -129,7 +143,6 @@ def test_distant_supervision_uses_the_best_model(engine: Engine, tiny_model: Pat
         with pytest.raises(EmptyDataset):
             create_dataset(engine, "ai-distant", options)
         return
-    filtered, created = create_dataset(engine, "ai-distant", options)
-    assert filtered.supervisor_model_id == model.id
+    filtered, _ = create_dataset(engine, "ai-distant", options)
+    assert filtered.supervisor_model_id == model_id
     assert {k: v["annotations"] for k, v in lines(filtered.path).items()} == expected
-    assert created == (len(expected) < 2)  # keeping both is the unfiltered content, which is known

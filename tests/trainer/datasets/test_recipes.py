@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from cheems.errors import InvalidInput
 from cheems.formats.responses import Response
 from services.annotation.algorithm.resolve import Relation
 from trainer.datasets.recipes import (
     DATASET_RECIPES,
+    PAPER_RECIPE,
     AnnotatedPrompt,
     UnknownDatasetRecipe,
     dataset_recipe,
@@ -43,13 +45,14 @@ def pairs_of(items: list) -> dict[str, tuple]:
 def test_recipe_names() -> None:
     assert set(DATASET_RECIPES) == {
         *("human", "ai", "ai-distant", "human+ai-distant"),
-        *("human-debias", "ai-debias", "ai-distant-debias", "human+ai-distant-debias"),
+        *("ai-debias", "ai-distant-debias", "human+ai-distant-debias"),  # debiasing touches AI pairs only
     }
-    both = dataset_recipe("human+ai-distant-debias")
-    assert (both.human, both.ai, both.distant, both.debias) == (True, True, True, True)
+    both = dataset_recipe(PAPER_RECIPE)
+    assert (both.name, both.human, both.ai, both.distant, both.debias) == ("human+ai-distant-debias", *[True] * 4)
     assert not dataset_recipe("human").ai and not dataset_recipe("ai").distant
-    with pytest.raises(UnknownDatasetRecipe, match=r"'humans'.*known: human, human-debias"):
-        dataset_recipe("humans")
+    for wrong in ("humans", "human-debias"):
+        with pytest.raises(UnknownDatasetRecipe, match=rf"'{wrong}'.*known: human, ai, ai-debias, ai-distant"):
+            dataset_recipe(wrong)
 
 
 def test_human_and_ai_pairs() -> None:
@@ -72,9 +75,9 @@ def test_distant_supervision_drops_what_the_model_contradicts() -> None:
     scores["p-yi"]["x"] = 1.5
     items, _ = preference_pairs([JIA, YI], dataset_recipe("ai-distant"), scores)
     assert pairs_of(items) == {"你好": (("x", "y"), ("x", "z"))}
-    # without a supervisor the AI relations are taken as they are
-    items, _ = preference_pairs([JIA, YI], dataset_recipe("ai-distant"), None)
-    assert pairs_of(items) == {"什么是奖励模型？": (("c", "a"),), "你好": (("x", "y"), ("x", "z"))}
+    # without a supervisor's rewards no AI relation is taken unfiltered
+    with pytest.raises(InvalidInput, match="needs the supervisor's rewards"):
+        preference_pairs([JIA, YI], dataset_recipe("ai-distant"), None)
 
 
 def test_human_first_then_distant_ai() -> None:
@@ -88,11 +91,27 @@ def test_human_first_then_distant_ai() -> None:
     assert stats.sources == {"human": 2, "ai": 1}
 
 
-def test_length_debiasing_balances_longer_and_shorter_chosen() -> None:
-    # 甲: a(5) > b(9) shorter, a(5) > c(2) longer, b(9) > c(2) longer; 丙: p(1) > q(1) equal
+# 甲 as AI annotations only: a(5) > b(9) shorter chosen, a(5) > c(2) and b(9) > c(2) longer chosen
+JIA_AI = AnnotatedPrompt(JIA.prompt_id, JIA.text, JIA.responses, ai=JIA.human)
+BING_AI = AnnotatedPrompt(BING.prompt_id, BING.text, BING.responses, ai=BING.human)  # p(1) > q(1): equal lengths
+
+
+def test_length_debiasing_balances_the_ai_pairs() -> None:
     for seed in range(5):
-        items, stats = preference_pairs([JIA, BING], dataset_recipe("human-debias"), seed=seed)
+        items, stats = preference_pairs([JIA_AI, BING_AI], dataset_recipe("ai-debias"), seed=seed)
         kept = [pair for item in items for pair in item.pairs]
         assert (stats.pairs_before, stats.pairs) == (4, 3)
         assert ("a", "b") in kept and ("p", "q") in kept  # the one shorter-chosen and the equal pair stay
         assert len({("a", "c"), ("b", "c")} & set(kept)) == 1
+        assert stats.pairs_by_source == {"ai": {"before": 4, "after": 3}}
+
+
+def test_human_pairs_enter_untouched_by_debiasing() -> None:
+    """The paper debiases the AI-annotated subset, then adds the human one: 甲's human pairs, two of them
+    longer-chosen, all stay; the AI prompt's pairs are the ones balanced."""
+    scores = {"p-bing": {"p": 1.0, "q": 0.0}}
+    for seed in range(5):
+        items, stats = preference_pairs([JIA, BING_AI], dataset_recipe(PAPER_RECIPE), scores, seed=seed)
+        assert pairs_of(items)["什么是奖励模型？"] == (("a", "b"), ("a", "c"), ("b", "c"))
+        assert stats.pairs_by_source == {"human": {"before": 3, "after": 3}, "ai": {"before": 1, "after": 1}}
+        assert stats.as_json()["pairs_by_source"] == stats.pairs_by_source

@@ -21,6 +21,7 @@ from services.store import registry
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
 from tests.trainer.conftest import SAMPLE_HUMAN, read_events, seed_sample
+from trainer.datasets.build import NoSupervisor
 from trainer.service.auto import AutoTrainer
 from trainer.service.config import TrainingConfig
 from trainer.service.launchers.local import LocalLauncher, alive
@@ -155,8 +156,8 @@ def test_bad_requests_store_nothing(
 
 
 def test_create_dataset(stub: Any) -> None:
-    made = stub.CreateDataset(training_pb2.CreateDatasetRequest(recipe="human-debias"))
-    assert made.recipe == "human-debias" and made.prompts == 4 and Path(made.path).name == f"{made.dataset_id}.jsonl"
+    made = stub.CreateDataset(training_pb2.CreateDatasetRequest(recipe="human"))
+    assert made.recipe == "human" and made.prompts == 4 and Path(made.path).name == f"{made.dataset_id}.jsonl"
     listed = stub.ListDatasets(training_pb2.ListDatasetsRequest()).datasets
     assert made.dataset_id in [d.dataset_id for d in listed]
     for recipe, message in (("ai", "no preference pair"), ("gpt", "dataset recipe 'gpt' is unknown")):
@@ -183,7 +184,15 @@ def test_enough_new_rankings_start_a_training(service: TrainingService, engine: 
         training = wait_for(lambda: next((t for t in service.list_trainings() if t.id not in before), None), 60)
         assert training.recipe == "tiny-cpu" and training.state == "running"
         dataset = next(d for d in service.list_datasets() if d.id == training.dataset_id)
-        assert (dataset.recipe, dataset.prompts) == ("human-debias", 6)
+        assert dataset.prompts == 6
+        # the paper's recipe once a model trained on human rankings can supervise (earlier tests' trainings may
+        # have registered one by now); before that, a human dataset first, which makes that model
+        with session_scope(engine) as s:
+            supervisors = {m.id for m in registry.human_trained_models(s)}
+        if dataset.recipe == "human+ai-distant-debias":
+            assert dataset.supervisor_model_id in supervisors
+        else:
+            assert (dataset.recipe, dataset.supervisor_model_id) == ("human", None)
         assert auto.check() is None  # a training is running (and the rankings are in a dataset now)
     finally:
         auto.close()
@@ -192,3 +201,20 @@ def test_enough_new_rankings_start_a_training(service: TrainingService, engine: 
         if training is not None:
             service.cancel_training(training.id)
         publisher.close()
+
+
+def test_auto_trains_on_human_rankings_first_while_distant_supervision_has_no_supervisor() -> None:
+    """The paper's order: an RM on human rankings, which then supervises the AI annotations."""
+    asked: list[str] = []
+
+    class Service:
+        config = TrainingConfig(data_dir="unused", auto_after=1)
+
+        def create_dataset(self, recipe: str = "") -> tuple[str, bool]:
+            asked.append(recipe)
+            if not recipe:  # the configured recipe: the paper's, with distant supervision
+                raise NoSupervisor("dataset recipe human+ai-distant-debias waits: no human-trained model")
+            return recipe, True
+
+    auto = AutoTrainer(Service())  # type: ignore[arg-type]
+    assert auto.make_dataset() == ("human", True) and asked == ["", "human"]

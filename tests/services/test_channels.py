@@ -47,7 +47,7 @@ def model(tiny_checkpoint: Callable[..., Path]) -> Path:
     return tiny_checkpoint(hidden_size=32, layers=2, seed=1)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")  # shared: the Kafka test runs first, the one that kills replica-a last
 def two_scorers(model: Path) -> Iterator[dict[str, tuple[subprocess.Popen[str], int]]]:
     scorers: dict[str, tuple[subprocess.Popen[str], int]] = {}
     try:
@@ -65,6 +65,50 @@ def test_the_options_ask_for_round_robin_and_keepalive() -> None:
     names = dict(CHANNEL_OPTIONS)
     assert '"round_robin"' in names["grpc.service_config"] and names["grpc.keepalive_time_ms"] == 30_000
     assert dict(channel_options([("grpc.keepalive_time_ms", 5)]))["grpc.keepalive_time_ms"] == 5
+
+
+def test_a_kafka_evaluation_spreads_over_two_scorers(
+    two_scorers: dict[str, tuple[subprocess.Popen[str], int]], tmp_path: Path
+) -> None:  # before the test that kills replica-a
+    """A run through Kafka whose score worker is given one target naming both scorers: its ScoreBatch calls (of 4
+    requests) go to both, and the run's 36 items are each scored once."""
+    from evaluator.pipeline.runs import run_state, start_run
+    from evaluator.pipeline.sink import ResultSink
+    from evaluator.pipeline.worker import ScoreWorker, WorkerConfig
+    from services.bus import topics
+    from services.bus.broker import EmbeddedBroker
+    from services.bus.client import EventConsumer, Publisher
+    from services.store.db import StoreConfig, create_engine_for
+    from services.store.migrate import upgrade
+    from tests.evaluator.conftest import pumping
+
+    target = "ipv4:" + ",".join(f"127.0.0.1:{port}" for _, port in two_scorers.values())
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    upgrade(url)
+    engine = create_engine_for(StoreConfig(url))
+    sample = Path(__file__).resolve().parents[2] / "data" / "sample"
+    by_scorer: Counter[str] = Counter()
+    with EmbeddedBroker() as broker:
+        broker.create_topics(topics.with_dead_letters())
+        publisher = Publisher(broker.bootstrap)
+        run_id = start_run(engine, publisher, [str(sample / "open.jsonl"), str(sample / "human.jsonl")], target)
+        worker = ScoreWorker(broker.bootstrap, target, config=WorkerConfig(call_items=4, calls_in_flight=1))
+        sink = ResultSink(broker.bootstrap, engine)
+        scores = EventConsumer(
+            broker.bootstrap, [topics.SCORES], "spread-listener", lambda t, k, e: by_scorer.update([e.model_id])
+        )
+        try:
+            with pumping(worker.consumer, sink.consumer, scores) as running:
+                running.wait_for(lambda: run_state(engine, run_id).state == "succeeded", timeout=180, what="the run")
+                running.wait_for(lambda: sum(by_scorer.values()) >= 36, what="every score event")
+        finally:
+            for closing in (worker, sink, scores):
+                closing.close()
+            publisher.close()
+            engine.dispose()
+    assert set(by_scorer) == {"replica-a", "replica-b"}, by_scorer
+    for name, n in by_scorer.items():
+        assert 0.3 <= n / sum(by_scorer.values()) <= 0.7, f"{name}: {n} of {sum(by_scorer.values())} items"
 
 
 def test_one_client_spreads_over_two_scorers_and_survives_losing_one(
@@ -106,50 +150,6 @@ def test_one_client_spreads_over_two_scorers_and_survives_losing_one(
         assert 0.3 <= n / total <= 0.7, f"{name}: {n} of {total} calls"
     after = [model for at, model in answered if at > killed + 1.0]
     assert after and set(after) == {"replica-b"}, Counter(after)
-
-
-def test_a_kafka_evaluation_spreads_over_two_scorers(
-    two_scorers: dict[str, tuple[subprocess.Popen[str], int]], tmp_path: Path
-) -> None:
-    """A run through Kafka whose score worker is given one target naming both scorers: its ScoreBatch calls (of 4
-    requests) go to both, and the run's 36 items are each scored once."""
-    from evaluator.pipeline.runs import run_state, start_run
-    from evaluator.pipeline.sink import ResultSink
-    from evaluator.pipeline.worker import ScoreWorker, WorkerConfig
-    from services.bus import topics
-    from services.bus.broker import EmbeddedBroker
-    from services.bus.client import EventConsumer, Publisher
-    from services.store.db import StoreConfig, create_engine_for
-    from services.store.migrate import upgrade
-    from tests.evaluator.conftest import pumping
-
-    target = "ipv4:" + ",".join(f"127.0.0.1:{port}" for _, port in two_scorers.values())
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    upgrade(url)
-    engine = create_engine_for(StoreConfig(url))
-    sample = Path(__file__).resolve().parents[2] / "data" / "sample"
-    by_scorer: Counter[str] = Counter()
-    with EmbeddedBroker() as broker:
-        broker.create_topics(topics.with_dead_letters())
-        publisher = Publisher(broker.bootstrap)
-        run_id = start_run(engine, publisher, [str(sample / "open.jsonl"), str(sample / "human.jsonl")], target)
-        worker = ScoreWorker(broker.bootstrap, target, config=WorkerConfig(call_items=4, calls_in_flight=1))
-        sink = ResultSink(broker.bootstrap, engine)
-        scores = EventConsumer(
-            broker.bootstrap, [topics.SCORES], "spread-listener", lambda t, k, e: by_scorer.update([e.model_id])
-        )
-        try:
-            with pumping(worker.consumer, sink.consumer, scores) as running:
-                running.wait_for(lambda: run_state(engine, run_id).state == "succeeded", timeout=180, what="the run")
-                running.wait_for(lambda: sum(by_scorer.values()) >= 36, what="every score event")
-        finally:
-            for closing in (worker, sink, scores):
-                closing.close()
-            publisher.close()
-            engine.dispose()
-    assert set(by_scorer) == {"replica-a", "replica-b"}, by_scorer
-    for name, n in by_scorer.items():
-        assert 0.3 <= n / sum(by_scorer.values()) <= 0.7, f"{name}: {n} of {sum(by_scorer.values())} items"
 
 
 def test_a_plain_client_is_made_to_reconnect_without_a_failed_call(model: Path) -> None:

@@ -215,11 +215,11 @@ class ScorerServer:
             self._http.should_exit = True
             if self._http_thread:
                 self._http_thread.join(timeout=10)
+        if self.triton is not None:  # the whole server at once, before each model would unload itself from it
+            self.triton.stop()
         if self.shelf is not None:
             self.shelf.close()
         self.models.close()
-        if self.triton is not None:
-            self.triton.stop()
         self._stopped.set()
 
     def wait(self, timeout: float | None = None) -> bool:

@@ -109,8 +109,11 @@ class SharedTriton:
 
                 # PyTriton restricts Triton's repository API to its own token
                 headers = create_auth_headers(manager._access_token, "grpc") if manager._access_token else None
-                with InferenceServerClient(self.url) as client:
-                    client.unload_model(name, headers=headers)
+                try:
+                    with InferenceServerClient(self.url) as client:
+                        client.unload_model(name, headers=headers)
+                except Exception as e:  # a server going down (SIGTERM to the pod) unloads everything itself
+                    log.warning("Triton at %s could not unload %s: %s", self.url, name, e)
             if served is not None:
                 served.clean()
             log.info("Triton at %s unloaded %s (%d model(s) left)", self.url, name, len(self._bound))

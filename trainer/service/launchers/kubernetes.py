@@ -116,61 +116,102 @@ def api_message(error: Any) -> str:
     return f"{error.status} {error.reason}" + (f": {message}" if message else "")
 
 
-class KubernetesLauncher:
-    kind = "kubernetes"
+class WorkloadLauncher:
+    """What the Job and TrainJob launchers share: create (409: made before a restart of the service, watch it),
+    read (404: gone; a passing API error: still running), delete (404: already gone); every refusal a LaunchError
+    naming the workload. A subclass says how to make, create, read and delete its kind."""
 
-    def __init__(self, client: Any, namespace: str, manifest: dict[str, Any], image: str = "", nodes: int = 1) -> None:
-        from kubernetes.client import BatchV1Api
+    kind = "kubernetes"  # stored with each training, whichever workload
+    workload = "Job"
 
+    def __init__(self, namespace: str, manifest: dict[str, Any], image: str = "", nodes: int = 1) -> None:
         if nodes < 1:
             raise ValueError(f"nodes must be >= 1, got {nodes}")
-        self.batch = BatchV1Api(client)
         self.namespace, self.manifest, self.image, self.nodes = namespace, manifest, image, nodes
+
+    def body(self, spec: LaunchSpec) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def create(self, body: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def read(self, name: str) -> Status:
+        raise NotImplementedError
+
+    def delete(self, name: str) -> None:
+        raise NotImplementedError
+
+    def refused_hint(self, status: int) -> str:
+        """Words added to a refusal with this HTTP status (a missing CRD, say)."""
+        return ""
 
     def start(self, spec: LaunchSpec) -> str:
         from kubernetes.client.exceptions import ApiException
 
-        body = job_manifest(self.manifest, spec, self.namespace, self.image, self.nodes)
-        name = body["metadata"]["name"]
+        body = self.body(spec)
+        name, what = str(body["metadata"]["name"]), self.workload
         try:
-            self.batch.create_namespaced_job(self.namespace, cast(Any, body))  # the client takes the plain dict
+            self.create(body)
         except ApiException as e:
             if e.status == 409:  # created before a restart of the service: watch that one
-                log.info("training %s: Job %s exists already", spec.training_id, name)
-                return str(name)
+                log.info("training %s: %s %s exists already", spec.training_id, what, name)
+                return name
             raise LaunchError(
-                f"the Kubernetes API refused to create Job {name} in namespace {self.namespace}: {api_message(e)}"
+                f"the Kubernetes API refused to create {what} {name} in namespace {self.namespace}: "
+                f"{api_message(e)}{self.refused_hint(e.status)}"
             ) from None
         except (HTTPError, OSError) as e:  # no API server there
-            raise LaunchError(f"cannot reach the Kubernetes API to create Job {name}: {e}") from None
-        except ValueError as e:  # the client's own check of the Job (pydantic)
-            raise LaunchError(f"the Job made from the manifest is not valid: {e}") from None
-        log.info("training %s: created Job %s/%s", spec.training_id, self.namespace, name)
-        return str(name)
+            raise LaunchError(f"cannot reach the Kubernetes API to create {what} {name}: {e}") from None
+        except ValueError as e:  # the client's own check of the object (pydantic)
+            raise LaunchError(f"the {what} made from the manifest is not valid: {e}") from None
+        log.info("training %s: created %s %s/%s", spec.training_id, what, self.namespace, name)
+        return name
 
     def status(self, handle: str, out_dir: str) -> Status:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            job = self.batch.read_namespaced_job(handle, self.namespace)
+            return self.read(handle)
         except ApiException as e:
             if e.status == 404:
                 return Status("gone")
-            log.warning("reading Job %s: %s", handle, api_message(e))
-            return Status("running")  # a passing API error is not the training's end
+            log.warning("reading %s %s: %s", self.workload, handle, api_message(e))
         except Exception as e:
-            log.warning("reading Job %s: %s", handle, e)
-            return Status("running")
-        return job_status(job)
+            log.warning("reading %s %s: %s", self.workload, handle, e)
+        return Status("running")  # a passing API error is not the training's end
 
     def stop(self, handle: str) -> None:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            self.batch.delete_namespaced_job(handle, self.namespace, propagation_policy="Background")
+            self.delete(handle)
         except ApiException as e:
             if e.status != 404:
-                raise LaunchError(f"the Kubernetes API refused to delete Job {handle}: {api_message(e)}") from None
+                raise LaunchError(
+                    f"the Kubernetes API refused to delete {self.workload} {handle}: {api_message(e)}"
+                ) from None
+
+
+class KubernetesLauncher(WorkloadLauncher):
+    """Each training an Indexed Job (batch/v1)."""
+
+    def __init__(self, client: Any, namespace: str, manifest: dict[str, Any], image: str = "", nodes: int = 1) -> None:
+        from kubernetes.client import BatchV1Api
+
+        super().__init__(namespace, manifest, image, nodes)
+        self.batch = BatchV1Api(client)
+
+    def body(self, spec: LaunchSpec) -> dict[str, Any]:
+        return job_manifest(self.manifest, spec, self.namespace, self.image, self.nodes)
+
+    def create(self, body: dict[str, Any]) -> None:
+        self.batch.create_namespaced_job(self.namespace, cast(Any, body))  # the client takes the plain dict
+
+    def read(self, name: str) -> Status:
+        return job_status(self.batch.read_namespaced_job(name, self.namespace))
+
+    def delete(self, name: str) -> None:
+        self.batch.delete_namespaced_job(name, self.namespace, propagation_policy="Background")
 
 
 def job_status(job: Any) -> Status:

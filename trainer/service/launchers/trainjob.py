@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any, cast
 
 import yaml
-from urllib3.exceptions import HTTPError
 
 from cheems.errors import InvalidInput
-from trainer.service.launchers import LaunchError, LaunchSpec, Status
-from trainer.service.launchers.kubernetes import api_message, job_args, job_name, training_labels
+from trainer.service.launchers import LaunchSpec, Status
+from trainer.service.launchers.kubernetes import WorkloadLauncher, job_args, job_name, training_labels
 
 log = logging.getLogger(__name__)
 MANIFEST = Path(__file__).resolve().parents[3] / "k8s" / "training" / "trainjob" / "trainjob.yaml"
@@ -72,59 +71,31 @@ def trainjob_status(job: dict[str, Any]) -> Status:
     return Status("running")
 
 
-class TrainJobLauncher:
-    kind = "kubernetes"  # stored with each training: a Kubernetes workload, whichever kind
+class TrainJobLauncher(WorkloadLauncher):
+    """Each training a Kubeflow Trainer v2 TrainJob."""
+
+    workload = "TrainJob"
 
     def __init__(self, client: Any, namespace: str, manifest: dict[str, Any], image: str = "", nodes: int = 1) -> None:
         from kubernetes.client import CustomObjectsApi
 
-        if nodes < 1:
-            raise ValueError(f"nodes must be >= 1, got {nodes}")
+        super().__init__(namespace, manifest, image, nodes)
         self.api = CustomObjectsApi(client)
-        self.namespace, self.manifest, self.image, self.nodes = namespace, manifest, image, nodes
 
-    def start(self, spec: LaunchSpec) -> str:
-        from kubernetes.client.exceptions import ApiException
+    def body(self, spec: LaunchSpec) -> dict[str, Any]:
+        return trainjob_manifest(self.manifest, spec, self.namespace, self.image, self.nodes)
 
-        body = trainjob_manifest(self.manifest, spec, self.namespace, self.image, self.nodes)
-        name = str(body["metadata"]["name"])
-        try:
-            self.api.create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, body)
-        except ApiException as e:
-            if e.status == 409:  # created before a restart of the service: watch that one
-                log.info("training %s: TrainJob %s exists already", spec.training_id, name)
-                return name
-            raise LaunchError(
-                f"the Kubernetes API refused to create TrainJob {name} in namespace {self.namespace}: "
-                f"{api_message(e)}" + (" (is Kubeflow Trainer v2 installed?)" if e.status == 404 else "")
-            ) from None
-        except (HTTPError, OSError) as e:
-            raise LaunchError(f"cannot reach the Kubernetes API to create TrainJob {name}: {e}") from None
-        log.info("training %s: created TrainJob %s/%s", spec.training_id, self.namespace, name)
-        return name
+    def create(self, body: dict[str, Any]) -> None:
+        self.api.create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, body)
 
-    def status(self, handle: str, out_dir: str) -> Status:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            job = self.api.get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, handle)
-        except ApiException as e:
-            if e.status == 404:
-                return Status("gone")
-            log.warning("reading TrainJob %s: %s", handle, api_message(e))
-            return Status("running")  # a passing API error is not the training's end
-        except Exception as e:
-            log.warning("reading TrainJob %s: %s", handle, e)
-            return Status("running")
+    def read(self, name: str) -> Status:
+        job = self.api.get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
         return trainjob_status(cast(dict[str, Any], job))
 
-    def stop(self, handle: str) -> None:
-        from kubernetes.client.exceptions import ApiException
+    def delete(self, name: str) -> None:
+        self.api.delete_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, name, propagation_policy="Background"
+        )
 
-        try:
-            self.api.delete_namespaced_custom_object(
-                GROUP, VERSION, self.namespace, PLURAL, handle, propagation_policy="Background"
-            )
-        except ApiException as e:
-            if e.status != 404:
-                raise LaunchError(f"the Kubernetes API refused to delete TrainJob {handle}: {api_message(e)}") from None
+    def refused_hint(self, status: int) -> str:
+        return " (is Kubeflow Trainer v2 installed?)" if status == 404 else ""

@@ -32,15 +32,21 @@ RDZV_PORT = 29400
 NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
-def load_manifest(path: str | Path = MANIFEST) -> dict[str, Any]:
-    """The Job manifest to fill; InvalidInput when it cannot be read or is no Job."""
+def load_workload(path: str | Path, kind: str, api: str) -> dict[str, Any]:
+    """The manifest of a `kind` to fill; InvalidInput when it cannot be read or is of another kind."""
+    label = f"{kind.lower()} manifest {path}"
     try:
         manifest = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as e:
-        raise InvalidInput(f"job manifest {path}: {e}") from None
-    if not isinstance(manifest, dict) or manifest.get("kind") != "Job":
-        raise InvalidInput(f"job manifest {path}: expected a batch/v1 Job")
+        raise InvalidInput(f"{label}: {e}") from None
+    if not isinstance(manifest, dict) or manifest.get("kind") != kind:
+        raise InvalidInput(f"{label}: expected a {api} {kind}")
     return manifest
+
+
+def load_manifest(path: str | Path = MANIFEST) -> dict[str, Any]:
+    """The Job manifest to fill."""
+    return load_workload(path, "Job", "batch/v1")
 
 
 def job_name(training_id: str) -> str:

@@ -17,11 +17,14 @@ import logging
 from pathlib import Path
 from typing import Any, cast
 
-import yaml
-
-from cheems.errors import InvalidInput
 from trainer.service.launchers import LaunchSpec, Status
-from trainer.service.launchers.kubernetes import WorkloadLauncher, job_args, job_name, training_labels
+from trainer.service.launchers.kubernetes import (
+    WorkloadLauncher,
+    job_args,
+    job_name,
+    load_workload,
+    training_labels,
+)
 
 log = logging.getLogger(__name__)
 MANIFEST = Path(__file__).resolve().parents[3] / "k8s" / "training" / "trainjob" / "trainjob.yaml"
@@ -29,14 +32,8 @@ GROUP, VERSION, PLURAL = "trainer.kubeflow.org", "v1alpha1", "trainjobs"
 
 
 def load_trainjob(path: str | Path = MANIFEST) -> dict[str, Any]:
-    """The TrainJob manifest to fill; InvalidInput when it cannot be read or is no TrainJob."""
-    try:
-        manifest = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as e:
-        raise InvalidInput(f"trainjob manifest {path}: {e}") from None
-    if not isinstance(manifest, dict) or manifest.get("kind") != "TrainJob":
-        raise InvalidInput(f"trainjob manifest {path}: expected a {GROUP}/{VERSION} TrainJob")
-    return manifest
+    """The TrainJob manifest to fill."""
+    return load_workload(path, "TrainJob", f"{GROUP}/{VERSION}")
 
 
 def trainjob_manifest(

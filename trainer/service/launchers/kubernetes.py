@@ -37,7 +37,7 @@ def load_workload(path: str | Path, kind: str, api: str) -> dict[str, Any]:
     label = f"{kind.lower()} manifest {path}"
     try:
         manifest = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as e:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise InvalidInput(f"{label}: {e}") from None
     if not isinstance(manifest, dict) or manifest.get("kind") != kind:
         raise InvalidInput(f"{label}: expected a {api} {kind}")

@@ -142,3 +142,20 @@ def test_a_cluster_without_kubeflow_trainer_fails_the_training_saying_so(
     assert training.state == "failed" and training.handle is None
     assert training.error.startswith(f"the Kubernetes API refused to create TrainJob cheems-train-{training.id}")
     assert training.error.endswith("(is Kubeflow Trainer v2 installed?)")
+
+
+def test_a_manifest_of_another_kind_or_unreadable_is_refused_naming_it(tmp_path: Path) -> None:
+    from cheems.errors import InvalidInput
+    from trainer.service.launchers.kubernetes import MANIFEST as JOB_MANIFEST
+    from trainer.service.launchers.kubernetes import load_manifest
+    from trainer.service.launchers.trainjob import MANIFEST as TRAINJOB_MANIFEST
+
+    expected = r"trainjob manifest .*job\.yaml: expected a trainer\.kubeflow\.org/v1alpha1"
+    with pytest.raises(InvalidInput, match=expected):
+        load_trainjob(JOB_MANIFEST)
+    with pytest.raises(InvalidInput, match=r"job manifest .*trainjob\.yaml: expected a batch/v1 Job"):
+        load_manifest(TRAINJOB_MANIFEST)
+    broken = tmp_path / "broken.yaml"
+    broken.write_bytes(b"kind: [\xff")  # not UTF-8
+    with pytest.raises(InvalidInput, match=r"trainjob manifest .*broken\.yaml: .*utf-8"):
+        load_trainjob(broken)

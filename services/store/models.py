@@ -84,6 +84,8 @@ class Response(Base):
     response_key: Mapped[str] = mapped_column(String(KEY))
     content: Mapped[str] = mapped_column(Text)
     model: Mapped[str | None] = mapped_column(String(200))
+    # the rule the rule-based filter found broken ("too_long", "non_chinese", ...); NULL: kept (annotated)
+    filter_reason: Mapped[str | None] = mapped_column(String(32))
 
 
 class AnnotationTask(Base):
@@ -102,6 +104,8 @@ class AnnotationTask(Base):
     kind: Mapped[str] = mapped_column(String(16))
     status: Mapped[str] = mapped_column(String(16), default="open")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # 0: the task; 1: a second, independent annotation of the same triple (double annotation, for agreement)
+    copy: Mapped[int] = mapped_column(default=0, server_default="0")
 
 
 class Annotation(Base):
@@ -196,6 +200,8 @@ class Dataset(Base):
     rankings: Mapped[int]  # resolved rankings it was made from
     supervisor_model_id: Mapped[str | None] = mapped_column(String(64))  # distant supervision's model
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # how it was made: settings (margins, seed, filter thresholds) and counts per source before/after each step
+    details: Mapped[dict[str, Any] | None]
 
 
 class Training(Base):

@@ -4,12 +4,16 @@
     print(render(report))        # or json.dumps(report): the `--json` shape below
 
     {"services": {name: "SERVING" | "NOT_SERVING" | "UNREACHABLE"},
-     "samples": int, "annotations": int, "rankings": int, "datasets": int, "trainings": int,
+     "samples": int, "annotations": int, "rankings": int, "trainings": int,
+     "datasets": [{"id", "recipe", "prompts", "pairs", "rankings", "supervisor_model_id", "created_at",
+                   "details": {"recipe", "settings", "counts"} | null}],                          # newest first
      "models": [{"id", "path", "dataset", "dataset_recipe", "recipe", "overall", "created_at"}],   # best first
      "eval_runs": [{"id", "model_id", "state", "overall", "items_scored", "items_total"}]}      # newest first
 
 A run's `state` is "running", "done" or "failed"; a model's `overall` is the CheemsBench Overall of its
-newest finished evaluation run (null until one finishes).
+newest finished evaluation run (null until one finishes). A dataset's `details` is how it was made
+(`trainer.datasets.build.dataset_details`: each step's settings, counts per source before and after each step;
+null for datasets stored before the store's revision 0009).
 """
 
 from __future__ import annotations
@@ -73,8 +77,11 @@ def store_status(engine: Engine) -> dict[str, Any]:
             }
             for run in registry.list_runs(session)
         ]
+        datasets = [registry.dataset_json(d) for d in registry.list_datasets(session)]
     models.sort(key=lambda m: (m["overall"] is not None, m["overall"] or 0.0), reverse=True)
-    return {**counts, "production": production.id if production else None, "models": models, "eval_runs": runs}
+    counts.pop("datasets", None)
+    production_id = production.id if production else None
+    return {**counts, "datasets": datasets, "production": production_id, "models": models, "eval_runs": runs}
 
 
 def render(report: Mapping[str, Any]) -> str:
@@ -85,7 +92,8 @@ def render(report: Mapping[str, Any]) -> str:
         lines.append(f"store: {report['store_error']}")
     if "samples" in report:
         stages = ("samples", "annotations", "rankings", "datasets", "trainings")
-        lines.append("store: " + "  ".join(f"{stage} {report[stage]}" for stage in stages))
+        sizes = {stage: len(report[stage]) if stage == "datasets" else report[stage] for stage in stages}
+        lines.append("store: " + "  ".join(f"{stage} {sizes[stage]}" for stage in stages))
         lines.append(f"production: {report.get('production') or '(none yet)'}")
         lines.append("models (best first):")
         if not report["models"]:

@@ -20,10 +20,10 @@ from sqlalchemy.engine import Engine
 
 from evaluator.metrics import EvalResult, SubsetMetrics
 from evaluator.report import from_json, to_json
-from services.store import eval_queries, repository
+from services.store import eval_queries, registry, repository
 from services.store.db import session_scope
 from services.store.errors import UnknownModel
-from services.store.models import EvalRun, RegisteredModel
+from services.store.models import Dataset, EvalRun, RegisteredModel
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,7 @@ class ModelView:
     standing: Standing
     rank: int | None
     runs: list[RunSummary]  # newest first
+    dataset: dict[str, Any] | None = None  # what it was trained on (registry.dataset_json), when a training made it
 
 
 def summary(run: EvalRun, scored: int) -> RunSummary:
@@ -120,12 +121,14 @@ def model_view(engine: Engine, model_id: str) -> ModelView:
             raise UnknownModel(f"no model {model_id!r}: it is neither registered nor named by an evaluation run")
         scored = eval_queries.scored_counts(session, [r.id for r in runs])
         history = [summary(r, scored[r.id]) for r in runs]
+        made_of = session.get(Dataset, registered.dataset_id) if registered and registered.dataset_id else None
+        dataset = registry.dataset_json(made_of) if made_of is not None else None
     standing = _standing(model_id, registered, history)
     rank = None
     if standing.result is not None:
         evaluated = [s for s in standings(engine) if s.result is not None]
         rank = next((i for i, s in enumerate(evaluated, 1) if s.model_id == model_id), None)
-    return ModelView(standing, rank, history[::-1])
+    return ModelView(standing, rank, history[::-1], dataset)
 
 
 def _standing(model_id: str, registered: RegisteredModel | None, runs: Sequence[RunSummary]) -> Standing:
@@ -188,6 +191,7 @@ def model_json(view: ModelView) -> dict[str, Any]:
         **standing_json(view.standing, view.rank),
         "result": None if result is None else to_json(result),
         "runs": [run.to_json() for run in view.runs],
+        "dataset": view.dataset,
     }
 
 

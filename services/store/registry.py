@@ -46,6 +46,7 @@ def add_dataset(
     pairs: int,
     rankings: int,
     supervisor_model_id: str | None = None,
+    details: dict[str, Any] | None = None,
 ) -> tuple[Dataset, bool]:
     """Store a dataset unless its content hash is known; (the stored dataset, whether this call stored it)."""
     v.sha256_hex("dataset_id", dataset_id)
@@ -60,6 +61,7 @@ def add_dataset(
         rankings=v.count("rankings", rankings),
         supervisor_model_id=supervisor_model_id or None,
         created_at=utcnow(),
+        details=details,
     )
     session.add(dataset)
     session.flush()
@@ -70,6 +72,21 @@ def get_dataset(session: Session, dataset_id: str) -> Dataset:
     if (dataset := session.get(Dataset, dataset_id)) is None:
         raise UnknownDataset(f"no dataset {dataset_id!r}")
     return dataset
+
+
+def dataset_json(dataset: Dataset) -> dict[str, Any]:
+    """A stored dataset as `cheems status --json` and the leaderboard's model API show it; `details` is how it was
+    made (trainer.datasets.build.dataset_details; None for datasets stored before revision 0009)."""
+    return {
+        "id": dataset.id,
+        "recipe": dataset.recipe,
+        "prompts": dataset.prompts,
+        "pairs": dataset.pairs,
+        "rankings": dataset.rankings,
+        "supervisor_model_id": dataset.supervisor_model_id,
+        "created_at": dataset.created_at.isoformat(),
+        "details": dataset.details,
+    }
 
 
 def list_datasets(session: Session) -> list[Dataset]:

@@ -26,7 +26,8 @@ def fill(engine: Engine) -> list[str]:
         pid, _ = repository.add_sample(session, "你好", [("a", "好"), ("b", "坏")], ["闲聊"])
         repository.add_annotation(session, "x1", pid, "甲", "human", {"better": "a", "worse": "b"}, [], None)
         repository.save_ranking(session, pid, {"a": 1, "b": 2}, 0, 0)
-        registry.add_dataset(session, SHA, "human-debias", "d.jsonl", 1, 1, 1)
+        details = {"recipe": "human", "settings": {}, "counts": {"pairs": 1}}
+        registry.add_dataset(session, SHA, "human", "d.jsonl", 1, 1, 1, details=details)
         models = []
         for _ in range(2):
             training = registry.create_training(session, SHA, "tiny-cpu", {}, "local", "out/{id}")
@@ -45,7 +46,11 @@ def test_the_report_and_its_json_shape(engine: Engine) -> None:
     finally:
         grpc_host.stop(0)
     assert report["services"] == {"ingestion": "SERVING", "scorer": "UNREACHABLE"}
-    assert (report["samples"], report["annotations"], report["rankings"], report["datasets"]) == (1, 1, 1, 1)
+    assert (report["samples"], report["annotations"], report["rankings"]) == (1, 1, 1)
+    [dataset] = report["datasets"]
+    assert (dataset["id"], dataset["recipe"], dataset["pairs"]) == (SHA, "human", 1)
+    assert dataset["supervisor_model_id"] is None
+    assert dataset["details"] == {"recipe": "human", "settings": {}, "counts": {"pairs": 1}}
     assert [m["id"] for m in report["models"]] == [models[1], models[0]]  # the evaluated one first
     assert report["models"][0]["overall"] == 0.75 and report["models"][1]["overall"] is None
     assert {r["state"] for r in report["eval_runs"]} == {"done", "running"}
@@ -61,7 +66,7 @@ def test_the_report_and_its_json_shape(engine: Engine) -> None:
     assert f"production: {models[0]}" in render(promoted)
     json.dumps(report)  # the --json output
     text = render(report)
-    assert "ingestion    SERVING" in text and f" 1. {models[1]}" in text
+    assert "ingestion    SERVING" in text and f" 1. {models[1]}" in text and "datasets 1" in text
     assert f"evaluating {models[0]}: 0/3" in text
     board = leaderboard(engine)
     assert board.splitlines()[2].startswith(models[1]) and "0.7500" in board

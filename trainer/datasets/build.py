@@ -9,7 +9,9 @@ dataset recipe is `human`, or the one `supervisor` names), never one chosen by i
 benchmark would then steer what enters the training data). It scores in this process: the scorer's own
 tokenization (left truncation) and the shared torch forward (`cheems.forward`). Before such a model exists,
 a `*-distant` recipe makes no dataset: it waits (`NoSupervisor`, saying why) and takes no AI relation
-unfiltered. The dataset records its supervisor.
+unfiltered. The dataset records its supervisor, and in `details` how it was made: the settings (distant
+supervision's margins, the debias seed, the supervisor's truncation) and the counts per source before and
+after each step (`dataset_details`; `cheems status --json` shows it under `datasets`, as does the model page).
 The pairs are written atomically in the CheemsPreference layout to <data_dir>/datasets/<sha256>.jsonl,
 whose sha256 is the dataset id: the same content is the same dataset, stored and announced
 (cheems.datasets.v1) once. A recipe that finds no pair raises EmptyDataset and stores nothing.
@@ -22,8 +24,9 @@ import logging
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
@@ -45,6 +48,8 @@ from trainer.datasets.recipes import (
     HUMAN_RECIPE,
     AnnotatedPrompt,
     DatasetRecipe,
+    DatasetStats,
+    DistantSettings,
     EmptyDataset,
     dataset_recipe,
     preference_pairs,
@@ -89,6 +94,7 @@ class DatasetOptions:
     data_dir: str  # datasets go to <data_dir>/datasets/<sha256>.jsonl
     seed: int = 0  # length debiasing's sample
     score_max_length: int = 2048  # tokens per response when the supervisor scores (left-truncated)
+    distant: DistantSettings = field(default_factory=DistantSettings)  # when the supervisor drops an AI relation
 
     def __post_init__(self) -> None:
         if not self.data_dir:
@@ -163,6 +169,22 @@ def write_content_addressed(directory: Path, items: Sequence[PreferenceItem]) ->
     return digest, path
 
 
+def dataset_details(
+    recipe: DatasetRecipe, options: DatasetOptions, supervisor: str | None, stats: DatasetStats
+) -> dict[str, Any]:
+    """What a dataset records of how it was made: the settings each of its steps used, and what each step left."""
+    settings: dict[str, Any] = {}
+    if recipe.needs_scores:
+        settings["distant_supervision"] = {
+            "supervisor_model_id": supervisor,
+            **options.distant.as_json(),
+            "score_max_length": options.score_max_length,
+        }
+    if recipe.debias:
+        settings["length_debias"] = {"applies_to": "ai", "seed": options.seed}
+    return {"recipe": recipe.name, "settings": settings, "counts": stats.as_json()}
+
+
 def create_dataset(
     engine: Engine,
     recipe_name: str,
@@ -181,7 +203,7 @@ def create_dataset(
     if supervisor_name is not None:
         log.info("dataset recipe %s: distant supervision by %s (human-trained)", recipe.name, supervisor_name)
         scores = supervisor_scores(to_supervise(prompts, recipe), supervisor_path, options.score_max_length)
-    items, stats = preference_pairs(prompts, recipe, scores, options.seed)
+    items, stats = preference_pairs(prompts, recipe, scores, options.seed, options.distant)
     if not items:
         raise EmptyDataset(
             f"dataset recipe {recipe.name}: no preference pair among {len(prompts)} ranked prompts "
@@ -198,6 +220,7 @@ def create_dataset(
             pairs=stats.pairs,
             rankings=stats.resolved,
             supervisor_model_id=supervisor_name,
+            details=dataset_details(recipe, options, supervisor_name, stats),
         )
     log.info(
         "dataset %s (%s): %d prompts, %d pairs (%d before debiasing), %d AI relations dropped by distant supervision%s",

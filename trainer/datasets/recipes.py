@@ -16,6 +16,8 @@ A recipe names its sources, those with AI annotations optionally followed by "-d
   the human pairs enter untouched, as in the paper, which debiases the AI-annotated subset and then adds the
   human one. So there is no "human-debias". "human+ai-distant-debias" is the paper's CheemsPreference
   (PAPER_RECIPE), the default of the training service and of `cheems up`.
+Distant supervision's judgement of a relation is set by `DistantSettings` (the paper gives no numbers; the
+defaults and why are in its docstring), recorded with every dataset.
 Responses any annotator discarded are left out of every relation. Each ranking gives every pair of
 responses with different ranks.
 The I/O around this (the store, the supervisor model, the file, the events) is `trainer.datasets.build`.
@@ -50,6 +52,31 @@ class EmptyDataset(InvalidInput):
     """The recipe finds no preference pair in the store: nothing to train on, nothing is stored."""
 
     reason = "empty_dataset"
+
+
+@dataclass(frozen=True)
+class DistantSettings:
+    """When the supervisor's rewards drop an AI relation (paper section 4.2 states no threshold; these are ours).
+
+    margin: "a better than b" is dropped when the supervisor rewards b above a by more than `margin`. Default 0:
+      every relation the human-trained RM contradicts goes, the strictest reading of "filter the annotations the
+      RM disagrees with"; a larger margin keeps the AI's call where the RM is nearly indifferent.
+    tie_margin: an AI tie ("no clear difference") is dropped when the rewards differ by more than `tie_margin`.
+      Default None, ties are kept: a Bradley-Terry RM never learns what gap means "equal", so any number would be
+      arbitrary, and a tie only merges two responses (no pair is made from it), so keeping it adds no wrong pair.
+    """
+
+    margin: float = 0.0
+    tie_margin: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("margin", "tie_margin"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int | float) and 0 <= value < float("inf")):
+                raise ValueError(f"distant supervision {name} must be a finite number >= 0, got {value!r}")
+
+    def as_json(self) -> dict[str, float | None]:
+        return {"margin": self.margin, "tie_margin": self.tie_margin}
 
 
 @dataclass(frozen=True)
@@ -108,7 +135,8 @@ class DatasetStats:
     pairs_before: int = 0  # pairs before length debiasing
     pairs: int = 0
     ai_relations: int = 0  # before distant supervision
-    ai_relations_dropped: int = 0  # by distant supervision
+    ai_relations_dropped: int = 0  # by distant supervision: preferences the supervisor contradicts
+    ai_ties_dropped: int = 0  # by distant supervision: ties the supervisor separates by more than tie_margin
     sources: dict[str, int] = field(default_factory=dict)  # prompts ranked from "human" / "ai" relations
     pairs_by_source: dict[str, dict[str, int]] = field(default_factory=dict)  # source -> {"before", "after"} debias
 
@@ -120,13 +148,18 @@ class DatasetStats:
             "prompts_by_source": dict(self.sources),
             "ai_relations": self.ai_relations,
             "ai_relations_dropped_by_distant_supervision": self.ai_relations_dropped,
+            "ai_ties_dropped_by_distant_supervision": self.ai_ties_dropped,
             "pairs_by_source": {k: dict(v) for k, v in self.pairs_by_source.items()},
             "pairs": self.pairs,
         }
 
 
 def prompt_rank(
-    prompt: AnnotatedPrompt, recipe: DatasetRecipe, scores: Mapping[str, float] | None, stats: DatasetStats
+    prompt: AnnotatedPrompt,
+    recipe: DatasetRecipe,
+    scores: Mapping[str, float] | None,
+    stats: DatasetStats,
+    distant: DistantSettings = DistantSettings(),
 ) -> dict[str, int]:
     """The prompt's ranking under the recipe ({} when it has no relation the recipe takes)."""
     if recipe.human and prompt.human:
@@ -140,8 +173,10 @@ def prompt_rank(
     if source == "ai":
         stats.ai_relations += len(relations)
     if source == "ai" and recipe.distant and scores is not None:
-        filtered = distant_supervision(relations, scores)
-        stats.ai_relations_dropped += len(filtered.dropped)
+        tie_margin = float("inf") if distant.tie_margin is None else distant.tie_margin
+        filtered = distant_supervision(relations, scores, distant.margin, tie_margin)
+        stats.ai_ties_dropped += sum(r.tie for r in filtered.dropped)
+        stats.ai_relations_dropped += sum(not r.tie for r in filtered.dropped)
         return filtered.resolution.rank
     return resolve(relations).rank
 
@@ -159,19 +194,22 @@ def preference_pairs(
     recipe: DatasetRecipe,
     scores: Mapping[str, Mapping[str, float]] | None = None,
     seed: int = 0,
+    distant: DistantSettings = DistantSettings(),
 ) -> tuple[list[PreferenceItem], DatasetStats]:
     """The dataset's lines, in the given prompt order: each prompt's ranked pairs, debiased when asked.
 
     `scores` ({prompt id: {response id: reward}}) are the supervisor's rewards for distant supervision; a
     recipe that filters AI relations (`needs_scores`) refuses to run without them (`build` makes it wait for a
-    supervisor). Length debiasing, when asked, balances the AI-ranked pairs only; human pairs are kept as they are.
+    supervisor), and judges with `distant`. Length debiasing, when asked, balances the AI-ranked pairs only; human
+    pairs are kept as they are.
     """
     if recipe.needs_scores and scores is None:
         raise InvalidInput(f"dataset recipe {recipe.name}: distant supervision needs the supervisor's rewards")
     stats = DatasetStats()
     pairs: dict[str, list[tuple[tuple[int, str], tuple[int, str]]]] = {"human": [], "ai": []}
     for n, prompt in enumerate(prompts):
-        rank = prompt_rank(prompt, recipe, None if scores is None else scores.get(prompt.prompt_id, {}), stats)
+        given = None if scores is None else scores.get(prompt.prompt_id, {})
+        rank = prompt_rank(prompt, recipe, given, stats, distant)
         source = "human" if recipe.human and prompt.human else "ai"
         pairs[source] += [((n, better), (n, worse)) for better, worse in ranked_pairs(prompt.responses, rank)]
     content = {(n, r.id): r.content for n, p in enumerate(prompts) for r in p.responses}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from services.hosting import TRAINING_PORT
 from services.store.models import LAUNCHERS
-from trainer.datasets.recipes import PAPER_RECIPE, dataset_recipe
+from trainer.datasets.recipes import PAPER_RECIPE, DistantSettings, dataset_recipe
 from trainer.recipes import RECIPES
 
 WORKLOADS = ("job", "trainjob")
@@ -24,6 +24,7 @@ class TrainingConfig:
     recipe: str = "tiny-cpu"  # training recipe (trainer.recipes) of a request that names none, and of auto
     dataset_recipe: str = PAPER_RECIPE  # dataset recipe (trainer.datasets.recipes) of a request naming none, and auto
     supervisor: str = ""  # distant supervision's model (trained on human rankings); empty = the newest such model
+    distant: DistantSettings = field(default_factory=DistantSettings)  # when the supervisor drops an AI relation
     auto_after: int = 0  # train when this many rankings came since the newest dataset; 0 = on request only
     launcher: str = "local"  # local: a process group here | kubernetes: an Indexed Job per training
     model: str = ""  # base model directory every training starts from; empty = the recipe's

@@ -26,6 +26,7 @@ def dataset_message(row: Dataset) -> training_pb2.Dataset:
         rankings=row.rankings,
         supervisor_model_id=row.supervisor_model_id or "",
         created_at=timestamp(row.created_at),
+        details=row.details or {},
     )
 
 

@@ -133,6 +133,9 @@ def test_a_model_as_json_and_as_a_page_with_its_chart_and_history(board: Served)
     assert data["runs"][1]["run_id"] == board.runs[board.best] and data["runs"][1]["items_scored"] == 36
     status, _, page = get(f"{board.base}/models/{board.best}")
     assert status == 200 and f'src="/models/{board.best}/chart.svg"' in page
+    assert data["dataset"]["recipe"] == "human-debias" and data["dataset"]["pairs"] == 150
+    assert data["dataset"]["details"] is None  # stored without a build record: the page says so
+    assert 'id="dataset-pairs">150<' in page and "没有各步骤的记录" in page
     categories = {c for s in data["result"]["subsets"].values() for c in s["per_category"]}
     assert all(f'data-category="{c}"' in page for c in categories)
     status, kind, svg = get(f"{board.base}/models/{board.best}/chart.svg")

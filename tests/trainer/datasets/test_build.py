@@ -21,8 +21,15 @@ from services.bus.client import Publisher
 from services.store import registry, repository
 from services.store.db import session_scope
 from tests.trainer.conftest import read_events
-from trainer.datasets.build import DatasetOptions, NoSupervisor, create_dataset
-from trainer.datasets.recipes import EmptyDataset, UnknownDatasetRecipe
+from trainer.datasets.build import DatasetOptions, NoSupervisor, create_dataset, dataset_details
+from trainer.datasets.recipes import (
+    PAPER_RECIPE,
+    DatasetStats,
+    DistantSettings,
+    EmptyDataset,
+    UnknownDatasetRecipe,
+    dataset_recipe,
+)
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
@@ -67,6 +74,10 @@ def test_human_dataset_is_content_addressed_and_announced_once(
     assert written[BING[0]]["annotations"] == [["p", "q", "1"]]  # r was discarded
     assert [r["id"] for r in written[BING[0]]["responses"]] == ["p", "q"]
     assert {len(item.pairs) for item in read_preference(dataset.path)} == {3, 1}  # the trainer's reader takes it
+    counts = {"prompts": 2, "rankings": 2, "prompts_by_source": {"human": 2}, "ai_relations": 0, "pairs": 4,
+              "ai_relations_dropped_by_distant_supervision": 0, "ai_ties_dropped_by_distant_supervision": 0,
+              "pairs_by_source": {"human": {"before": 4, "after": 4}}}  # fmt: skip
+    assert dataset.details == {"recipe": "human", "settings": {}, "counts": counts}  # no step with settings ran
 
     again, created = create_dataset(engine, "human", options, publisher)
     assert (again.id, created) == (dataset.id, False)
@@ -146,3 +157,21 @@ def test_distant_supervision_waits_for_a_human_trained_model_and_uses_only_one(
     filtered, _ = create_dataset(engine, "ai-distant", options)
     assert filtered.supervisor_model_id == model_id
     assert {k: v["annotations"] for k, v in lines(filtered.path).items()} == expected
+    assert filtered.details is not None
+    assert filtered.details["settings"] == {
+        "distant_supervision": {"supervisor_model_id": model_id, "margin": 0.0, "tie_margin": None,
+                                "score_max_length": 2048}}  # fmt: skip
+    assert filtered.details["counts"]["ai_relations"] == 2
+    assert filtered.details["counts"]["ai_relations_dropped_by_distant_supervision"] == 2 - len(expected)
+
+
+def test_the_paper_recipe_records_every_step_it_ran() -> None:
+    options = DatasetOptions("out", seed=7, score_max_length=512, distant=DistantSettings(0.5, 1.0))
+    details = dataset_details(dataset_recipe(PAPER_RECIPE), options, "rm-1", DatasetStats(pairs=3))
+    assert details["recipe"] == PAPER_RECIPE and details["counts"]["pairs"] == 3
+    assert details["settings"] == {
+        "distant_supervision": {"supervisor_model_id": "rm-1", "margin": 0.5, "tie_margin": 1.0,
+                                "score_max_length": 512},
+        "length_debias": {"applies_to": "ai", "seed": 7},
+    }  # fmt: skip
+    json.dumps(details)  # stored in a JSON column, shown as JSON

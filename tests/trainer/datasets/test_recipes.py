@@ -11,6 +11,7 @@ from trainer.datasets.recipes import (
     DATASET_RECIPES,
     PAPER_RECIPE,
     AnnotatedPrompt,
+    DistantSettings,
     UnknownDatasetRecipe,
     dataset_recipe,
     preference_pairs,
@@ -78,6 +79,25 @@ def test_distant_supervision_drops_what_the_model_contradicts() -> None:
     # without a supervisor's rewards no AI relation is taken unfiltered
     with pytest.raises(InvalidInput, match="needs the supervisor's rewards"):
         preference_pairs([JIA, YI], dataset_recipe("ai-distant"), None)
+
+
+def test_distant_margins_are_settings() -> None:
+    """margin: how far the supervisor may prefer the AI's "worse" before the relation goes; tie_margin: how far
+    apart it may put an AI tie (default None: ties are kept)."""
+    scores = {"p-yi": {"x": 0.8, "y": 1.0, "z": 1.5}}  # x > y contradicted by 0.2; y = z separated by 0.5
+    recipe = dataset_recipe("ai-distant")
+    _, strict = preference_pairs([YI], recipe, scores)
+    assert (strict.ai_relations_dropped, strict.ai_ties_dropped) == (1, 0)
+    items, lenient = preference_pairs([YI], recipe, scores, distant=DistantSettings(margin=0.25))
+    assert pairs_of(items) == {"你好": (("x", "y"), ("x", "z"))} and lenient.ai_relations_dropped == 0
+    items, ties = preference_pairs([YI], recipe, scores, distant=DistantSettings(margin=0.25, tie_margin=0.4))
+    # the tie goes (0.5 > 0.4): x > y alone ranks x over y, z unranked
+    assert pairs_of(items) == {"你好": (("x", "y"),)} and (ties.ai_relations_dropped, ties.ai_ties_dropped) == (0, 1)
+    assert ties.as_json()["ai_ties_dropped_by_distant_supervision"] == 1
+    assert DistantSettings(0.1, 0.4).as_json() == {"margin": 0.1, "tie_margin": 0.4}
+    for bad in ({"margin": -0.1}, {"margin": float("inf")}, {"tie_margin": float("nan")}, {"margin": "0"}):
+        with pytest.raises(ValueError, match=r"distant supervision .*margin must be a finite number >= 0"):
+            DistantSettings(**bad)  # type: ignore[arg-type]
 
 
 def test_human_first_then_distant_ai() -> None:

@@ -280,6 +280,22 @@ def service_training(
     host: ListenHost = "127.0.0.1",
     namespace: Annotated[str, typer.Option(help="kubernetes: the Jobs' namespace (default: this pod's).")] = "",
     image: Annotated[str, typer.Option(help="kubernetes: the trainer image (default: the Job manifest's).")] = "",
+    distant_margin: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Distant supervision drops an AI preference a>b when the supervisor rewards b above a by more "
+            "than this (0: every contradicted one).",
+        ),
+    ] = 0.0,
+    distant_tie_margin: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            help="Distant supervision drops an AI tie when the supervisor's rewards differ by more than this "
+            "(default: ties are kept).",
+        ),
+    ] = None,
     nodes: Annotated[int, typer.Option(min=1, help="kubernetes: pods per Job (torchrun nodes).")] = 1,
     workload: Annotated[
         str,
@@ -314,6 +330,7 @@ def service_training(
         config = TrainingConfig(
             data_dir=required(data_dir, "CHEEMS_DATA_DIR"),
             recipe=recipe,
+    from trainer.datasets.recipes import DistantSettings
             dataset_recipe=dataset_recipe,
             supervisor=supervisor,
             auto_after=auto_after,
@@ -330,6 +347,7 @@ def service_training(
             overrides=dict(pair(kv) for kv in set_ or []),
         )
         check_request(config.recipe, dict(config.overrides))
+            distant=DistantSettings(distant_margin, distant_tie_margin),
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     serve(db, bootstrap, config, lambda bound: typer.echo(f"training: gRPC {host}:{bound}, data in {data_dir}"))

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from urllib.parse import quote
 
 from evaluator.leaderboard.admin_page import promote_card, rollback_card
+from evaluator.leaderboard.dataset_card import dataset_card
 from evaluator.leaderboard.standings import ModelView, RunSummary, Standing, subset_names
 from evaluator.leaderboard.words import CSS, WORDS, card, fmt, num_cell, table
 from services.web import escape, layout
@@ -153,6 +154,7 @@ def model_page(view: ModelView, board: Sequence[Standing], lang: str) -> str:
     others = [s for s in board if s.result is not None and s.model_id != standing.model_id]
     if result is not None and others:
         body += compare_form(board, lang, standing.model_id, others[0].model_id)
+    body += dataset_card(view.dataset, lang)
     body += card(w("history"), _runs_table(view.runs, lang))
     body += promote_card(standing, lang)
     api = f"/api/models/{quote(standing.model_id, safe='')}"

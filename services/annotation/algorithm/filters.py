@@ -1,16 +1,26 @@
 """Rule-based response filter (paper section 4.1): abnormal length and excessive non-Chinese text.
 
-Defaults: a response is rejected when it is empty or longer than 8,000 characters, or when under
-30% of its letters are Chinese (CJK ideographs among CJK + Latin letters) while it has at least 20
-letters. Code and math answers are legitimately letter-heavy, so the ratio rule skips the
-categories in `ratio_exempt`. The paper favours recall here: better to drop a good response than
-keep garbage.
+The annotation service applies it to every sample before its tasks are made (a rejected response is stored
+with its reason and never annotated); `cheems annotate filter` applies it to bench files.
+
+Defaults, and why (the paper names the two rules, not their thresholds):
+- max_chars 8,000: several times a long answer of the sample's models; what is longer is almost always a loop
+  or a dump, and costs an annotator minutes to read;
+- min_chars 1 (after stripping): an empty response has nothing to compare;
+- min_chinese_ratio 0.3 of letters (CJK ideographs among CJK + other letters), judged from 20 letters on: a
+  Chinese answer with English terms, names or formulas stays well above it, while code-switched or garbled
+  answers (the paper's concern with some open models) fall below it;
+- code and maths: the paper applies the same rules to every prompt and accepts "lower accuracy for prompts
+  involving math or code" to keep recall high, so no category is exempt by default. `ratio_exempt` names
+  categories whose answers skip the ratio rule (e.g. {"代码", "数学"}), trading that recall for precision.
+`reason(...)` states the broken rule with its threshold ("too_long>8000"), as the store keeps it.
 """
 
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -19,13 +29,25 @@ class FilterConfig:
     max_chars: int = 8000
     min_chinese_ratio: float = 0.3
     min_letters: int = 20  # below this many letters the ratio is not judged
-    ratio_exempt: frozenset[str] = field(default_factory=lambda: frozenset({"代码", "数学"}))
+    ratio_exempt: frozenset[str] = frozenset()  # categories whose answers skip the ratio rule (paper: none)
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_chinese_ratio <= 1:
             raise ValueError(f"min_chinese_ratio must be in [0, 1], got {self.min_chinese_ratio}")
         if self.min_chars > self.max_chars:
             raise ValueError(f"min_chars {self.min_chars} > max_chars {self.max_chars}")
+        if self.min_letters < 0:
+            raise ValueError(f"min_letters must be >= 0, got {self.min_letters}")
+
+    def as_json(self) -> dict[str, object]:
+        """The thresholds, as a dataset or a report records them."""
+        return {
+            "min_chars": self.min_chars,
+            "max_chars": self.max_chars,
+            "min_chinese_ratio": self.min_chinese_ratio,
+            "min_letters": self.min_letters,
+            "ratio_exempt": sorted(self.ratio_exempt),
+        }
 
 
 def chinese_ratio(text: str) -> tuple[float, int]:
@@ -50,3 +72,11 @@ def reject_reason(text: str, category: str | None = None, config: FilterConfig =
     if category not in config.ratio_exempt and letters >= config.min_letters and ratio < config.min_chinese_ratio:
         return "non_chinese"
     return None
+
+
+def reason(text: str, categories: Sequence[str] = (), config: FilterConfig = FilterConfig()) -> str | None:
+    """The broken rule with its threshold ("too_short<1", "too_long>8000", "non_chinese<0.3"), or None to keep
+    the response; `categories`: the prompt's, the first one deciding the ratio exemption."""
+    rule = reject_reason(text, categories[0] if categories else None, config)
+    threshold = {"too_short": f"<{config.min_chars}", "too_long": f">{config.max_chars}"}
+    return None if rule is None else rule + threshold.get(rule, f"<{config.min_chinese_ratio:g}")

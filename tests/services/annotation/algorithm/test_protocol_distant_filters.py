@@ -10,7 +10,7 @@ import pytest
 from cheems.formats.cheemsbench import BenchItem, read_bench, write_bench
 from cheems.formats.responses import Response
 from services.annotation.algorithm.distant import distant_supervision, length_debias
-from services.annotation.algorithm.filters import FilterConfig, chinese_ratio, reject_reason
+from services.annotation.algorithm.filters import FilterConfig, chinese_ratio, reason, reject_reason
 from services.annotation.algorithm.protocol import pairs_covered, triple_tasks
 from services.annotation.algorithm.resolve import Relation
 from services.annotation.files.commands import filter_bench
@@ -69,10 +69,26 @@ def test_filter_rules() -> None:
     assert reject_reason("") == "too_short"
     assert reject_reason("好" * 9000) == "too_long"
     assert reject_reason("This answer is entirely in English and quite long indeed.") == "non_chinese"
-    assert reject_reason("def f(x): return x * 2  # the function doubles its input value", "代码") is None
+    code = "def f(x): return x * 2  # the function doubles its input value"
+    assert reject_reason(code, "代码") == "non_chinese"  # the paper: the same rules for code, recall first
+    assert reject_reason(code, "代码", FilterConfig(ratio_exempt=frozenset({"代码"}))) is None  # opted out
     assert reject_reason("秦始皇于公元前221年统一六国，建立了秦朝（Qin dynasty）。") is None
     with pytest.raises(ValueError, match="min_chinese_ratio"):
         FilterConfig(min_chinese_ratio=2)
+    with pytest.raises(ValueError, match="min_letters"):
+        FilterConfig(min_letters=-1)
+
+
+def test_the_stored_reason_names_the_threshold() -> None:
+    config = FilterConfig(max_chars=100, min_chinese_ratio=0.25)
+    assert reason("好" * 101, ["通用"], config) == "too_long>100"
+    assert reason("  ", (), config) == "too_short<1"
+    assert reason("Only English words in this answer, sadly.", ["代码"], config) == "non_chinese<0.25"
+    assert reason("写得好。", ["通用"], config) is None
+    exempt = FilterConfig(ratio_exempt=frozenset({"代码"}))
+    assert reason("Only English words in this answer, sadly.", ["代码", "通用"], exempt) is None
+    assert reason("Only English words in this answer, sadly.", ["通用", "代码"], exempt) == "non_chinese<0.3"
+    assert exempt.as_json()["ratio_exempt"] == ["代码"] and len(reason("好" * 9001, ["x"]) or "") <= 32
 
 
 def test_filter_bench_removes_rejected_responses_and_prompts_left_without_a_ranking(tmp_path: Path) -> None:
@@ -87,11 +103,11 @@ def test_filter_bench_removes_rejected_responses_and_prompts_left_without_a_rank
         item("写一个函数", ["def f(x): return x * 2  # doubles its input value", "def g(): pass"], "代码"),
     ]
     write_bench(tmp_path / "in.jsonl", bench)
-    counts = filter_bench(tmp_path / "in.jsonl", tmp_path / "out.jsonl", FilterConfig())
+    counts = filter_bench(tmp_path / "in.jsonl", tmp_path / "out.jsonl", FilterConfig(ratio_exempt=frozenset({"代码"})))
     assert counts == {"prompts_kept": 2, "too_short": 1, "non_chinese": 1, "too_long": 1}
     kept = read_bench(tmp_path / "out.jsonl")
     assert [[r.content for r in k.responses] for k in kept] == [
         ["北京是中国的首都。", "是中国。"],
-        ["def f(x): return x * 2  # doubles its input value", "def g(): pass"],  # code is exempt from the ratio
+        ["def f(x): return x * 2  # doubles its input value", "def g(): pass"],  # code exempt from the ratio here
     ]
     assert kept[0].rank == {"r0": 0, "r3": 3}

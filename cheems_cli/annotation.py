@@ -139,12 +139,17 @@ def annotate_filter(
     out: Annotated[Path, typer.Option()],
     max_chars: Annotated[int, typer.Option(min=1)] = 8000,
     min_chinese_ratio: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.3,
+    ratio_exempt: Annotated[
+        list[str] | None,
+        typer.Option(help="A category whose answers skip the Chinese-ratio rule (repeat; the paper exempts none)."),
+    ] = None,
 ) -> None:
     """Drop abnormally long or mostly non-Chinese responses; print rejections per rule."""
     from services.annotation.algorithm.filters import FilterConfig
     from services.annotation.files.commands import dump, filter_bench
 
-    config = FilterConfig(max_chars=max_chars, min_chinese_ratio=min_chinese_ratio)
+    exempt = frozenset(ratio_exempt or ())
+    config = FilterConfig(max_chars=max_chars, min_chinese_ratio=min_chinese_ratio, ratio_exempt=exempt)
     typer.echo(dump(filter_bench(bench, out, config)))
 
 

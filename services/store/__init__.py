@@ -4,6 +4,7 @@
     db.py          StoreConfig, create_engine_for(config), session_scope(engine)
     repository.py  add_sample, add_annotation, create_tasks, save_ranking, ... (each takes a Session)
     tasks.py       the annotation work queue: open tasks with their texts, one writer per prompt
+    filtered.py    the rule filter's verdict per response (kept out of annotation, with the reason)
     outbox.py      events stored with the change they announce, taken in order by one relay at a time
     errors.py      StoreError and its subclasses
     migrate.py     upgrade(url): runs the Alembic migrations in migrations/ (the only way tables are made)

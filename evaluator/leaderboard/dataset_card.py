@@ -4,7 +4,8 @@
 
 Shows the recipe, sizes and supervisor, then each step's settings (distant supervision's margins, length
 debiasing's seed) and the counts each step left: AI relations before and after distant supervision, pairs per
-source before and after length debiasing (trainer.datasets.build.dataset_details).
+source before and after length debiasing, responses the rule filter kept out of annotation
+(trainer.datasets.build.dataset_details).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def dataset_card(dataset: Mapping[str, Any] | None, lang: str) -> str:
     if details is None:
         inner += f'<p class="muted">{w("no_details")}</p>'
     else:
-        inner += _settings(details.get("settings", {}), lang) + _counts(details.get("counts", {}), lang)
+        counts = details.get("counts", {})
+        inner += _settings(details.get("settings", {}), lang) + _counts(counts, lang) + _rule_filtered(counts, lang)
     return card(w("training_data"), inner, "dataset")
 
 
@@ -52,6 +54,15 @@ def _settings(settings: Mapping[str, Mapping[str, Any]], lang: str) -> str:
         return ""
     head = f"<tr><th>{WORDS.text('step', lang)}</th><th>{WORDS.text('settings', lang)}</th></tr>"
     return table("dataset-settings", head, rows)
+
+
+def _rule_filtered(counts: Mapping[str, Any], lang: str) -> str:
+    """The responses of its prompts the rule filter kept out of annotation, by rule and threshold."""
+    reasons = counts.get("responses_filtered_by_rule") or {}
+    if not reasons:
+        return ""
+    shown = ", ".join(f"<code>{escape(r)}</code> × {n}" for r, n in reasons.items())
+    return f'<p id="rule-filtered">{WORDS.text("rule_filtered", lang)}: {shown}</p>'
 
 
 def _counts(counts: Mapping[str, Any], lang: str) -> str:

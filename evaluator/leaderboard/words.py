@@ -24,6 +24,7 @@ WORDS = Catalog(
         "source": ("来源", "Source"),
         "before": ("处理前", "Before"),
         "after": ("处理后", "After"),
+        "rule_filtered": ("规则过滤（未标注）的回答", "Responses kept out by the rule filter"),
         "ai_relations": ("AI 标注关系（远程监督）", "AI relations (distant supervision)"),
         "recipe": ("训练配方", "Training recipe"),
         "state": ("状态", "State"),

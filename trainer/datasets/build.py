@@ -43,6 +43,7 @@ from services.bus import topics
 from services.bus.client import Publisher
 from services.store import registry, repository
 from services.store.db import session_scope
+from services.store.filtered import filtered, reason_counts
 from services.store.models import Dataset, RegisteredModel
 from trainer.datasets.recipes import (
     HUMAN_RECIPE,
@@ -104,12 +105,16 @@ class DatasetOptions:
 
 
 def annotated_prompts(session: Session) -> list[AnnotatedPrompt]:
-    """Every prompt with a stored ranking, in prompt-id order, with its relations by annotator kind."""
+    """Every prompt with a stored ranking, in prompt-id order, with its relations by annotator kind; responses an
+    annotator discarded or the rule filter kept out of annotation are left out."""
     prompts = []
+    rule_filtered: dict[str, set[str]] = {}
+    for response in filtered(session, limit=2**62):
+        rule_filtered.setdefault(response.prompt_id, set()).add(response.key)
     for prompt, _rank in repository_rankings(session):
         responses = repository.responses_for(session, prompt.id)
         by_kind: dict[str, list[Relation]] = {"human": [], "ai": []}
-        discarded: set[str] = set()
+        discarded: set[str] = set(rule_filtered.get(prompt.id, ()))
         for annotation in repository.annotations_for(session, prompt.id):
             by_kind[annotation.kind] += relations_of(annotation.result, set(responses), "store", 0, annotation.id)
             discarded |= set(annotation.discarded or [])
@@ -170,9 +175,14 @@ def write_content_addressed(directory: Path, items: Sequence[PreferenceItem]) ->
 
 
 def dataset_details(
-    recipe: DatasetRecipe, options: DatasetOptions, supervisor: str | None, stats: DatasetStats
+    recipe: DatasetRecipe,
+    options: DatasetOptions,
+    supervisor: str | None,
+    stats: DatasetStats,
+    rule_filtered: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """What a dataset records of how it was made: the settings each of its steps used, and what each step left."""
+    """What a dataset records of how it was made: the settings each of its steps used, and what each step left.
+    `rule_filtered`: responses of its prompts the rule filter kept out of annotation, by reason (with threshold)."""
     settings: dict[str, Any] = {}
     if recipe.needs_scores:
         settings["distant_supervision"] = {
@@ -182,7 +192,8 @@ def dataset_details(
         }
     if recipe.debias:
         settings["length_debias"] = {"applies_to": "ai", "seed": options.seed}
-    return {"recipe": recipe.name, "settings": settings, "counts": stats.as_json()}
+    counts = {"responses_filtered_by_rule": dict(rule_filtered or {}), **stats.as_json()}
+    return {"recipe": recipe.name, "settings": settings, "counts": counts}
 
 
 def create_dataset(
@@ -199,6 +210,7 @@ def create_dataset(
         supervisor = choose_supervisor(session, recipe, supervisor_id)
         supervisor_path, supervisor_name = (supervisor.path, supervisor.id) if supervisor else ("", None)
         prompts = annotated_prompts(session)
+        rule_filtered = reason_counts(session, [p.prompt_id for p in prompts])
     scores: Mapping[str, Mapping[str, float]] | None = None
     if supervisor_name is not None:
         log.info("dataset recipe %s: distant supervision by %s (human-trained)", recipe.name, supervisor_name)
@@ -220,7 +232,7 @@ def create_dataset(
             pairs=stats.pairs,
             rankings=stats.resolved,
             supervisor_model_id=supervisor_name,
-            details=dataset_details(recipe, options, supervisor_name, stats),
+            details=dataset_details(recipe, options, supervisor_name, stats, rule_filtered),
         )
     log.info(
         "dataset %s (%s): %d prompts, %d pairs (%d before debiasing), %d AI relations dropped by distant supervision%s",

@@ -11,6 +11,7 @@ DETAILS = {
         "length_debias": {"applies_to": "ai", "seed": 3},
     },
     "counts": {
+        "responses_filtered_by_rule": {"non_chinese<0.3": 4, "too_long>8000": 1},
         "ai_relations": 40,
         "ai_relations_dropped_by_distant_supervision": 9,
         "ai_ties_dropped_by_distant_supervision": 1,
@@ -35,6 +36,7 @@ def test_the_steps_and_their_counts() -> None:
     assert '"num">50</td><td class="num">31<' in row(html, 'data-source="ai"')
     assert '"num">12</td><td class="num">12<' in row(html, 'data-source="human"')
     assert '"num">40</td><td class="num">30<' in row(html, 'data-source="ai-relations"')  # 40 - 9 - 1 left
+    assert "<code>non_chinese&lt;0.3</code> × 4, <code>too_long&gt;8000</code> × 1" in html
 
 
 def test_no_dataset_and_a_dataset_without_a_record() -> None:

@@ -20,6 +20,7 @@ from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
 from services.store import registry, repository
 from services.store.db import session_scope
+from services.store.filtered import keep_passing
 from tests.trainer.conftest import read_events
 from trainer.datasets.build import DatasetOptions, NoSupervisor, create_dataset, dataset_details
 from trainer.datasets.recipes import (
@@ -74,7 +75,8 @@ def test_human_dataset_is_content_addressed_and_announced_once(
     assert written[BING[0]]["annotations"] == [["p", "q", "1"]]  # r was discarded
     assert [r["id"] for r in written[BING[0]]["responses"]] == ["p", "q"]
     assert {len(item.pairs) for item in read_preference(dataset.path)} == {3, 1}  # the trainer's reader takes it
-    counts = {"prompts": 2, "rankings": 2, "prompts_by_source": {"human": 2}, "ai_relations": 0, "pairs": 4,
+    counts = {"responses_filtered_by_rule": {}, "prompts": 2, "rankings": 2, "prompts_by_source": {"human": 2},
+              "ai_relations": 0, "pairs": 4,
               "ai_relations_dropped_by_distant_supervision": 0, "ai_ties_dropped_by_distant_supervision": 0,
               "pairs_by_source": {"human": {"before": 4, "after": 4}}}  # fmt: skip
     assert dataset.details == {"recipe": "human", "settings": {}, "counts": counts}  # no step with settings ran
@@ -86,6 +88,16 @@ def test_human_dataset_is_content_addressed_and_announced_once(
     with session_scope(engine) as s:
         assert [d.id for d in registry.list_datasets(s)] == [dataset.id]
     publisher.close()
+
+
+def test_responses_the_rule_filter_kept_out_are_left_out_and_counted(engine: Engine, tmp_path: Path) -> None:
+    ids = seed(engine)
+    with session_scope(engine) as s:  # 丙's q ("三") kept out of annotation: 丙 keeps no pair (r was discarded)
+        keep_passing(s, ids["bing"], lambda content: "non_chinese<0.3" if content == "三" else None)
+    dataset, _ = create_dataset(engine, "human", DatasetOptions(str(tmp_path)))
+    assert (dataset.prompts, dataset.pairs) == (1, 3) and BING[0] not in lines(dataset.path)
+    assert dataset.details is not None
+    assert dataset.details["counts"]["responses_filtered_by_rule"] == {"non_chinese<0.3": 1}
 
 
 def test_no_pairs_or_an_unknown_recipe_stores_nothing(engine: Engine, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@
 
     {"services": {name: "SERVING" | "NOT_SERVING" | "UNREACHABLE"},
      "samples": int, "annotations": int, "rankings": int, "trainings": int,
+     "rule_filtered": {"<rule><threshold>": int},   # responses the rule filter kept out of annotation
      "datasets": [{"id", "recipe", "prompts", "pairs", "rankings", "supervisor_model_id", "created_at",
                    "details": {"recipe", "settings", "counts"} | null}],                          # newest first
      "models": [{"id", "path", "dataset", "dataset_recipe", "recipe", "overall", "created_at"}],   # best first
@@ -27,6 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from services.store import lifecycle, registry, repository
 from services.store.db import session_scope
+from services.store.filtered import reason_counts
 from system.supervisor import grpc_health
 
 RUN_STATES = {"running": "running", "succeeded": "done", "failed": "failed"}
@@ -78,10 +80,18 @@ def store_status(engine: Engine) -> dict[str, Any]:
             for run in registry.list_runs(session)
         ]
         datasets = [registry.dataset_json(d) for d in registry.list_datasets(session)]
+        rule_filtered = reason_counts(session)
     models.sort(key=lambda m: (m["overall"] is not None, m["overall"] or 0.0), reverse=True)
     counts.pop("datasets", None)
     production_id = production.id if production else None
-    return {**counts, "datasets": datasets, "production": production_id, "models": models, "eval_runs": runs}
+    return {
+        **counts,
+        "rule_filtered": rule_filtered,
+        "datasets": datasets,
+        "production": production_id,
+        "models": models,
+        "eval_runs": runs,
+    }
 
 
 def render(report: Mapping[str, Any]) -> str:
@@ -94,6 +104,9 @@ def render(report: Mapping[str, Any]) -> str:
         stages = ("samples", "annotations", "rankings", "datasets", "trainings")
         sizes = {stage: len(report[stage]) if stage == "datasets" else report[stage] for stage in stages}
         lines.append("store: " + "  ".join(f"{stage} {sizes[stage]}" for stage in stages))
+        if report.get("rule_filtered"):
+            shown = ", ".join(f"{reason} {n}" for reason, n in report["rule_filtered"].items())
+            lines.append(f"kept out of annotation by the rule filter: {shown}")
         lines.append(f"production: {report.get('production') or '(none yet)'}")
         lines.append("models (best first):")
         if not report["models"]:

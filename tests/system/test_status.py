@@ -13,6 +13,7 @@ from services.ingestion.server import host
 from services.ingestion.service import IngestionService
 from services.store import lifecycle, registry, repository
 from services.store.db import session_scope
+from services.store.filtered import keep_passing
 from system.leaderboard import leaderboard
 from system.status import render, status
 
@@ -26,6 +27,8 @@ def fill(engine: Engine) -> list[str]:
         pid, _ = repository.add_sample(session, "你好", [("a", "好"), ("b", "坏")], ["闲聊"])
         repository.add_annotation(session, "x1", pid, "甲", "human", {"better": "a", "worse": "b"}, [], None)
         repository.save_ranking(session, pid, {"a": 1, "b": 2}, 0, 0)
+        other, _ = repository.add_sample(session, "再见", [("c", "Goodbye in English only, sorry!"), ("d", "再见")], [])
+        keep_passing(session, other, lambda content: None if content == "再见" else "non_chinese<0.3")
         details = {"recipe": "human", "settings": {}, "counts": {"pairs": 1}}
         registry.add_dataset(session, SHA, "human", "d.jsonl", 1, 1, 1, details=details)
         models = []
@@ -46,7 +49,8 @@ def test_the_report_and_its_json_shape(engine: Engine) -> None:
     finally:
         grpc_host.stop(0)
     assert report["services"] == {"ingestion": "SERVING", "scorer": "UNREACHABLE"}
-    assert (report["samples"], report["annotations"], report["rankings"]) == (1, 1, 1)
+    assert (report["samples"], report["annotations"], report["rankings"]) == (2, 1, 1)
+    assert report["rule_filtered"] == {"non_chinese<0.3": 1}
     [dataset] = report["datasets"]
     assert (dataset["id"], dataset["recipe"], dataset["pairs"]) == (SHA, "human", 1)
     assert dataset["supervisor_model_id"] is None
@@ -67,6 +71,7 @@ def test_the_report_and_its_json_shape(engine: Engine) -> None:
     json.dumps(report)  # the --json output
     text = render(report)
     assert "ingestion    SERVING" in text and f" 1. {models[1]}" in text and "datasets 1" in text
+    assert "kept out of annotation by the rule filter: non_chinese<0.3 1" in text
     assert f"evaluating {models[0]}: 0/3" in text
     board = leaderboard(engine)
     assert board.splitlines()[2].startswith(models[1]) and "0.7500" in board

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from cheems_cli import annotation, annotators, data, evaluation, lifecycle, models, scoring, services, system
+from cheems_cli import ablation, annotation, annotators, data, evaluation, lifecycle, models, scoring, services, system
 
 app = typer.Typer(
     help="Build and evaluate Chinese reward models (CheemsBench, CheemsPreference, CheemsRM).",
@@ -20,7 +20,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for group in (evaluation.app, annotation.app, scoring.app, models.app, data.app, system.app):
+for group in (evaluation.app, annotation.app, scoring.app, models.app, ablation.app, data.app, system.app):
     app.add_typer(group)
 app.add_typer(annotation.annotate, name="annotate")
 app.add_typer(annotators.annotators, name="annotators")

@@ -1,8 +1,10 @@
-"""Per-category accuracy chart, one panel per subset (after the paper's Figure 4)."""
+"""Charts in the house style: per-category accuracy, one panel per subset (after the paper's Figure 4), and grouped
+bars comparing models or recipes on a few figures (the ablation's Table 4)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -55,6 +57,31 @@ def plot_per_category(result: EvalResult, path: str | Path) -> Path:
     fig.legend(handles, labels, loc="upper right", ncol=2, frameon=False)
     fig.suptitle(f"CheemsBench per-category accuracy (Overall {result.overall:.3f}, {result.semantics.value})")
     fig.tight_layout(rect=(0, 0, 1, 0.97))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)
+
+
+def plot_comparison(
+    labels: Sequence[str], series: Mapping[str, Sequence[float | None]], title: str, path: str | Path
+) -> Path:
+    """Grouped bars: one group per label (a model, a recipe), one bar per series (Overall, a subset's Acc. ...).
+    A missing value (None) leaves its bar out."""
+    use_cjk_font()
+    names = list(series)
+    width = 0.8 / max(len(names), 1)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.3 * len(labels) * len(names) + 3), 4.5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, name in enumerate(names):
+        xs = [i + (k - (len(names) - 1) / 2) * width for i, v in enumerate(series[name]) if v is not None]
+        ys = [v for v in series[name] if v is not None]
+        ax.bar(xs, ys, width=width, label=name, color=colors[k % len(colors)])
+    ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right")
+    ax.set_ylim(0, 1)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    ax.set_title(title)
+    fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return Path(path)

@@ -2,7 +2,8 @@
 
 `cheems eval --rewards` (`evaluate_files`), the streaming evaluator's result sink and evaluation
 during training all call `evaluate`; only where the rewards come from differs. Each bench file is
-one subset, named by its file stem (`open.jsonl` -> `open`).
+one subset, named by its file stem (`open.jsonl` -> `open`). A file is CheemsBench or RewardBench
+(`cheems.formats.benchfile`: detected unless a format is given).
 
     options = EvalOptions(Semantics.OFFICIAL, ece_bins=10)
     result = evaluate(load_subsets(["open.jsonl", "human.jsonl"]), read_rewards("rewards.jsonl"), options)
@@ -16,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cheems.formats.cheemsbench import BenchItem, read_bench
+from cheems.formats.benchfile import BenchFormat, read_bench_file
+from cheems.formats.cheemsbench import BenchItem
 from cheems.formats.rewards_file import RewardKey, read_rewards
 from evaluator.calibration import DEFAULT_BINS
 from evaluator.errors import EvaluationError
@@ -64,28 +66,30 @@ class BenchCache:
 
     def __init__(self, limit: int = 16) -> None:
         self.limit = limit
-        self._files: OrderedDict[tuple[str, int, int], list[BenchItem]] = OrderedDict()
+        self._files: OrderedDict[tuple[str, int, int, str], list[BenchItem]] = OrderedDict()
 
-    def read(self, path: str | Path) -> list[BenchItem]:
+    def read(self, path: str | Path, fmt: BenchFormat = BenchFormat.AUTO) -> list[BenchItem]:
         status = os.stat(path)
-        key = (str(Path(path).resolve()), status.st_size, status.st_mtime_ns)
+        key = (str(Path(path).resolve()), status.st_size, status.st_mtime_ns, fmt.value)
         if key in self._files:
             self._files.move_to_end(key)
             return self._files[key]
-        items = self._files[key] = read_bench(path)
+        items = self._files[key] = read_bench_file(path, fmt)
         while len(self._files) > self.limit:
             self._files.popitem(last=False)
         return items
 
 
-def load_subsets(bench_paths: Sequence[str | Path], cache: BenchCache | None = None) -> Subsets:
-    """Read each bench file (through `cache` when given); two files with one stem is an error."""
+def load_subsets(
+    bench_paths: Sequence[str | Path], cache: BenchCache | None = None, fmt: BenchFormat = BenchFormat.AUTO
+) -> Subsets:
+    """Read each bench file in `fmt` (through `cache` when given); two files with one stem is an error."""
     subsets: Subsets = {}
     for path in bench_paths:
         name = subset_name(path)
         if name in subsets:
             raise EvaluationError(f"{path} and {subsets[name][0]} would both be subset {name!r}; rename one")
-        subsets[name] = (str(path), cache.read(path) if cache is not None else read_bench(path))
+        subsets[name] = (str(path), cache.read(path, fmt) if cache is not None else read_bench_file(path, fmt))
     return subsets
 
 
@@ -100,7 +104,10 @@ def evaluate(
 
 
 def evaluate_files(
-    bench_paths: Sequence[str | Path], rewards_path: str | Path, options: EvalOptions = DEFAULT_OPTIONS
+    bench_paths: Sequence[str | Path],
+    rewards_path: str | Path,
+    options: EvalOptions = DEFAULT_OPTIONS,
+    fmt: BenchFormat = BenchFormat.AUTO,
 ) -> EvalResult:
     """Read bench and reward files and compute every metric (`cheems eval --rewards`)."""
-    return evaluate(load_subsets(bench_paths), read_rewards(rewards_path), options)
+    return evaluate(load_subsets(bench_paths, fmt=fmt), read_rewards(rewards_path), options)

@@ -85,13 +85,21 @@ def category_metrics(
     prompts: Sequence[ScoredPrompt], semantics: Semantics = Semantics.PAPER, ece_bins: int = DEFAULT_BINS
 ) -> CategoryMetrics:
     """Pooled accuracy and mean exact match of the prompts of one category."""
-    if not prompts:
-        raise EvaluationError("a category needs at least one prompt")
     per_prompt = [margins(p) for p in prompts]
+    ece = expected_calibration_error([m for ms in per_prompt for m in ms], ece_bins)
+    return margin_metrics(per_prompt, semantics, ece)
+
+
+def margin_metrics(
+    per_prompt: Sequence[Sequence[float]], semantics: Semantics = Semantics.PAPER, ece: float | None = None
+) -> CategoryMetrics:
+    """Accuracy and exact match of one category from each prompt's comparison margins (> 0: right)."""
+    if not per_prompt:
+        raise EvaluationError("a category needs at least one prompt")
     pooled = [m for ms in per_prompt for m in ms]
     accuracy = sum(1 for m in pooled if m > 0) / len(pooled) if pooled else None
-    exact = sum(1 for ms in per_prompt if is_exact(ms, semantics)) / len(prompts)
-    return CategoryMetrics(accuracy, exact, expected_calibration_error(pooled, ece_bins), len(prompts), len(pooled))
+    exact = sum(1 for ms in per_prompt if is_exact(ms, semantics)) / len(per_prompt)
+    return CategoryMetrics(accuracy, exact, ece, len(per_prompt), len(pooled))
 
 
 def subset_metrics(
@@ -101,7 +109,11 @@ def subset_metrics(
     groups: dict[str, list[ScoredPrompt]] = defaultdict(list)
     for prompt in prompts:
         groups[prompt.category].append(prompt)
-    per_category = {name: category_metrics(groups[name], semantics, ece_bins) for name in sorted(groups)}
+    return macro_average({name: category_metrics(groups[name], semantics, ece_bins) for name in sorted(groups)})
+
+
+def macro_average(per_category: Mapping[str, CategoryMetrics]) -> SubsetMetrics:
+    """A subset's figures: the mean over its categories (those without comparisons left out of accuracy)."""
     accuracies = [c.accuracy for c in per_category.values() if c.accuracy is not None]
     if not accuracies:
         raise EvaluationError("no comparisons: in every prompt all responses share one gold rank")
@@ -109,7 +121,7 @@ def subset_metrics(
     return SubsetMetrics(
         accuracy=_mean(accuracies),
         exact_match=_mean([c.exact_match for c in per_category.values()]),
-        ece=_mean(eces),
+        ece=_mean(eces) if eces else None,
         per_category=per_category,
         prompts=sum(c.prompts for c in per_category.values()),
         pairs=sum(c.pairs for c in per_category.values()),

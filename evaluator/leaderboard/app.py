@@ -42,6 +42,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from cheems.errors import CheemsError
+from cheems.formats.benchfile import BenchFormat
 from cheems.formats.cheemsbench import BenchItem
 from evaluator.errors import BadRequest, NotEvaluated
 from evaluator.evaluate import BenchCache
@@ -77,9 +78,9 @@ class SharedCache(BenchCache):
         super().__init__()
         self._lock = threading.Lock()
 
-    def read(self, path: str | Path) -> list[BenchItem]:
+    def read(self, path: str | Path, fmt: BenchFormat = BenchFormat.AUTO) -> list[BenchItem]:
         with self._lock:
-            return super().read(path)
+            return super().read(path, fmt)
 
 
 def model_id_of(value: str, field: str = "model_id") -> str:

@@ -1,4 +1,4 @@
-"""Score every response of CheemsBench files with a reward model: the rewards file `cheems eval` reads.
+"""Score every response of bench files (CheemsBench or RewardBench) with an RM: the rewards file `cheems eval` reads.
 
     cheems rewards data/sample/open.jsonl data/sample/human.jsonl --model out/train-tiny/model --out r.jsonl
     cheems rewards ... --model-url localhost:50051        # through a running scorer
@@ -15,7 +15,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from cheems.chat import Truncation
-from cheems.formats.cheemsbench import BenchItem, read_bench
+from cheems.formats.benchfile import read_bench_file
+from cheems.formats.cheemsbench import BenchItem
 from cheems.formats.rewards_file import write_rewards
 from services.scorer.tokenization import make_job, tokenize_job
 
@@ -53,7 +54,7 @@ def score_items_remote(items: Sequence[BenchItem], url: str, token: str = "", mo
 def write_bench_rewards(
     bench: Sequence[str | Path], out: str | Path, model_dir: str = "", url: str = "", token: str = ""
 ) -> int:
-    items = [item for path in bench for item in read_bench(path)]
+    items = [item for path in bench for item in read_bench_file(path)]  # CheemsBench or RewardBench, detected
     scores = score_items_remote(items, url, token) if url else score_items_in_process(items, model_dir)
     rows = [
         (i.input, r.id, s)

@@ -80,7 +80,7 @@ def test_sample_overall_is_pinned_and_readme_shows_it(sample_paths: tuple[list[P
     assert round(result.overall, 4) == 0.6701
     assert [s.prompts for s in result.subsets.values()] == [18, 18]
     shown = re.findall(r"^Overall\s+(\d\.\d{4})$", README.read_text(encoding="utf-8"), flags=re.MULTILINE)
-    assert shown == ["0.6701"], "README's `cheems eval` output no longer matches the sample"
+    assert shown[0] == "0.6701", "README's `cheems eval` output no longer matches the sample"  # then the judge's
 
 
 def test_sample_has_reward_ties_so_the_semantics_differ(sample_paths: tuple[list[Path], Path]) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, select
 
+from cheems.formats.benchfile import BenchFormat, read_bench_file
 from cheems.formats.cheemsbench import BenchItem, read_bench
 from cheems.formats.rewards_file import write_rewards
 from cheems.v1 import evaluation_pb2
@@ -36,6 +37,7 @@ from evaluator.report import to_json
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
+from services.scorer.bench_rewards import write_bench_rewards
 from services.scorer.runtime import ScorerServer
 from services.store import repository
 from services.store.db import StoreConfig, create_engine_for, session_scope
@@ -220,11 +222,11 @@ def test_the_driver_returns_what_the_sink_stored_and_reads_the_bench_once(
     _, engine = db
     reads: list[str] = []
 
-    def counted(path: str | Path) -> list[BenchItem]:
+    def counted(path: str | Path, fmt: BenchFormat = BenchFormat.AUTO) -> list[BenchItem]:
         reads.append(Path(path).name)
-        return read_bench(path)
+        return read_bench_file(path, fmt)
 
-    monkeypatch.setattr("evaluator.evaluate.read_bench", counted)
+    monkeypatch.setattr("evaluator.evaluate.read_bench_file", counted)
     with EmbeddedBroker() as own:  # a broker of its own: the module's has other tests' requests on it
         own.create_topics(topics.with_dead_letters())
         options = EvalOptions(ece_bins=4)
@@ -236,6 +238,26 @@ def test_the_driver_returns_what_the_sink_stored_and_reads_the_bench_once(
         (run,) = session.scalars(select(EvalRun)).all()
     assert run.state == "succeeded" and run.ece_bins == 4
     assert to_json(result) == run.result
+
+
+def test_rewardbench_rows_through_kafka_equal_eval_on_their_rewards_file(
+    scorer: ScorerServer, db: tuple[str, Engine], tmp_path: Path
+) -> None:
+    rows = tmp_path / "rb.jsonl"
+    items = [
+        {"prompt": "你好吗？", "chosen": "我很好，谢谢。", "rejected": "不好", "subset": "chat-easy", "id": 1},
+        {"prompt": "你好吗？", "chosen": "很好", "rejected": "嗯", "subset": "chat-easy", "id": 2},  # a prompt again
+        {"prompt": "1+1=?", "chosen": "2", "rejected": "3", "subset": "math-prm", "id": 3},
+    ]
+    rows.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in items), encoding="utf-8")
+    _, engine = db
+    url = f"127.0.0.1:{scorer.grpc_port}"
+    with EmbeddedBroker() as own:
+        own.create_topics(topics.with_dead_letters())
+        result = evaluate_via_kafka([str(rows)], url, own.bootstrap, engine, progress=False)
+    write_bench_rewards([rows], tmp_path / "rewards.jsonl", url=url)  # `cheems rewards` on the same rows
+    assert set(result.subsets["rb"].per_category) == {"chat-easy", "math-prm"} and result.subsets["rb"].pairs == 3
+    assert same_metrics(to_json(result), to_json(evaluate_files([rows], tmp_path / "rewards.jsonl")))
 
 
 def test_a_run_that_cannot_be_finished_fails_with_its_reason_and_the_sink_goes_on(

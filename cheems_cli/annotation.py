@@ -160,7 +160,14 @@ def annotate_simulate_humans(
     bench: Annotated[
         list[Path], typer.Option(exists=True, dir_okay=False, help="Bench file whose ranks are the truth (repeat).")
     ],
-    annotators: Annotated[int, typer.Option(min=1, help="Simulated people working at once.")] = 3,
+    annotators: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Simulated people working at once; a prompt's triples go to different ones, so a prompt of "
+            "five triples needs five (fewer leave its last triples open).",
+        ),
+    ] = 5,
     noise: Annotated[float, typer.Option(min=0.0, max=1.0, help="Rate of adjacent swaps in an ordering.")] = 0.1,
     seed: Annotated[int, typer.Option()] = 0,
     idle_seconds: Annotated[

@@ -39,6 +39,7 @@ from system.timeline import Timeline
 from system.up import up
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample"
+MIN_ANNOTATORS = 5  # the sample's prompts have five responses: five triples, each for another annotator
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class DemoConfig:
     sample: Path = SAMPLE
     trainings: int = 2
     epochs: int = 6
-    annotators: int = 3
+    annotators: int = 5  # a prompt's five triples go to five different annotators
     human_noise: float = 0.1
     ai_noise: float = 0.3
     ports_from: int = 0
@@ -61,6 +62,11 @@ class DemoConfig:
     def __post_init__(self) -> None:
         if self.trainings not in (1, 2):
             raise ValueError(f"trainings must be 1 or 2, got {self.trainings}")
+        if self.annotators < MIN_ANNOTATORS:
+            raise ValueError(
+                f"annotators must be >= {MIN_ANNOTATORS} (each of a prompt's five triples goes to a different "
+                f"annotator), got {self.annotators}"
+            )
 
 
 def run_demo(config: DemoConfig, echo: Callable[[str], None]) -> dict[str, float | None]:
@@ -120,6 +126,7 @@ def run_demo(config: DemoConfig, echo: Callable[[str], None]) -> dict[str, float
         annotation = f"127.0.0.1:{system.port(hosting.ANNOTATION_PORT)}"
         humans = ["annotate", "simulate-humans", "--annotation-url", annotation, "--bench", str(open_bench)]
         humans += ["--annotators", str(config.annotators), "--noise", str(config.human_noise)]
+        humans += ["--idle-seconds", "30"]  # tasks arrive through the intake while the annotators work
         children.append(_child(config, humans, config.out / "logs" / "annotators.log"))
         if config.trainings == 2:
             _wait(lambda: len(timeline.of(topics.RANKINGS)) >= 18, deadline, "the human rankings")

@@ -3,8 +3,10 @@
 annotator's page over HTTP when given --http-port).
 
 Bad input gets a status and stores nothing: unknown prompt -> NOT_FOUND; unknown response or task
-ids, a malformed order or verdict, a ListTasks limit outside 1..1000 -> INVALID_ARGUMENT; a completed
-task, or an annotation id reused with other content -> FAILED_PRECONDITION.
+ids, a malformed order or verdict, a ListTasks limit outside 1..1000 or annotator name over 128 characters
+-> INVALID_ARGUMENT; a completed task, or an annotation id reused with other content -> FAILED_PRECONDITION.
+ListTasks with an annotator offers none of a prompt they annotated or hold a task of (an empty list when
+only such tasks are open): a prompt's triples go to different people.
 
     grpc_host = host(engine, HostConfig(port=0)).start()   # grpc_host.port
     serve("sqlite:///cheems.db", HostConfig(port=50053), bootstrap="localhost:9092")   # until SIGTERM
@@ -22,6 +24,7 @@ from sqlalchemy.engine import Engine
 
 from cheems.credentials import hide_password
 from cheems.v1 import annotation_pb2, annotation_pb2_grpc, common_pb2
+from services.annotation.algorithm.doubles import DoublingConfig
 from services.annotation.events import BrokerUnavailable, RelayConfig
 from services.annotation.intake import IntakeConfig, IntakeLoop, SampleIntake
 from services.annotation.service import AnnotationService, OpenTask
@@ -119,7 +122,8 @@ class AnnotationServicer(annotation_pb2_grpc.AnnotationServiceServicer):
     def ListTasks(self, request: Any, context: grpc.ServicerContext) -> Any:
         def work() -> Any:
             limit = request.limit or DEFAULT_LISTED
-            tasks = self.service.open_tasks(request.prompt_id or None, request.group_size, limit)
+            annotator = request.annotator or None  # given: only tasks of prompts independent of them
+            tasks = self.service.open_tasks(request.prompt_id or None, request.group_size, limit, None, annotator)
             return annotation_pb2.ListTasksResponse(tasks=[open_task_message(t) for t in tasks])
 
         return self._run(context, work)
@@ -177,6 +181,7 @@ def serve(
     intake: IntakeConfig | None = None,
     http_port: int = -1,
     web: WorkbenchConfig | None = None,
+    doubling: DoublingConfig | None = None,
 ) -> None:
     """`cheems service annotation`: expects a migrated database (`cheems db upgrade`), runs until SIGTERM.
 
@@ -184,14 +189,15 @@ def serve(
     triple-wise tasks for new prompts (a thread; liveness follows its heartbeat). If the intake dies
     the process stops with BrokerUnavailable, to be restarted. With `http_port` >= 0 (0 = any free port)
     the annotator's page is served over HTTP on config.host (`web.app`), submitting through the same
-    service. `on_ready(grpc port, http port or None)` runs once the servers listen.
+    service. `doubling`: the share of triples annotated twice. `on_ready(grpc port, http port or None)` runs
+    once the servers listen.
     """
     from services.store.db import StoreConfig, create_engine_for
 
     engine, intake, relay = create_engine_for(StoreConfig(db)), intake or IntakeConfig(), RelayConfig()
     try:
         publisher = Publisher(bootstrap, max_block_ms=int(relay.ack_timeout * 1000)) if bootstrap else None
-        service = AnnotationService(engine, publisher, relay)
+        service = AnnotationService(engine, publisher, relay, doubling)
         samples = SampleIntake(bootstrap, service, intake) if bootstrap else None
     except KafkaError as e:
         raise BrokerUnavailable(f"cannot reach the broker at {hide_password(bootstrap)}: {e!r}") from None

@@ -10,7 +10,7 @@ outbox, so a broker outage never fails a submit): each newly stored annotation o
 cheems.annotations.v1, each stored ranking on cheems.rankings.v1, keyed by prompt id.
 
     service = AnnotationService(engine, Publisher("localhost:9092"))
-    [(task_id, keys), *_] = service.create_tasks(prompt_id)          # triples
+    [(task_id, keys), *_] = service.create_tasks(prompt_id)          # triples (and copies: `doubling`)
     service.submit("a1", prompt_id, "张三", "human", {"order": [["r1"], ["r2", "r3"]]}, [], task_id)
     service.close()                                                  # stops the event relay
 """
@@ -33,6 +33,7 @@ from cheems.errors import FormatError
 from cheems.formats.cheemsbench import BenchItem, write_bench
 from cheems.formats.preference import write_preference
 from cheems.formats.responses import Response
+from services.annotation.algorithm.doubles import DoublingConfig, doubled
 from services.annotation.algorithm.export import preference_items
 from services.annotation.algorithm.protocol import triple_tasks
 from services.annotation.algorithm.resolve import Relation, Resolution, resolve
@@ -93,16 +94,23 @@ def known_keys(session: Session, prompt_id: str) -> set[str]:
 
 
 class AnnotationService:
-    """`publisher`: announce stored changes (an `EventRelay` thread publishes them; `close()` stops it)."""
+    """`publisher`: announce stored changes (an `EventRelay` thread publishes them; `close()` stops it);
+    `doubling`: the share of triples that get a second, independent task (`algorithm.doubles`; default none)."""
 
-    def __init__(self, engine: Engine, publisher: Publisher | None = None, relay: RelayConfig | None = None) -> None:
-        self.engine = engine
+    def __init__(
+        self,
+        engine: Engine,
+        publisher: Publisher | None = None,
+        relay: RelayConfig | None = None,
+        doubling: DoublingConfig | None = None,
+    ) -> None:
+        self.engine, self.doubling = engine, doubling or DoublingConfig()
         self.relay = None if publisher is None else EventRelay(engine, publisher, relay or RelayConfig()).start()
 
     def create_tasks(self, prompt_id: str, group_size: int = 3) -> list[tuple[str, list[str]]]:
         """(task id, response keys) for the prompt: circular triples (group_size 3) or all pairs (2)."""
         with session_scope(self.engine) as session:
-            return _create_tasks(session, prompt_id, group_size)
+            return _create_tasks(session, prompt_id, group_size, self.doubling)
 
     def take_sample(
         self,
@@ -121,7 +129,7 @@ class AnnotationService:
             if not prompt_id or session.get(Prompt, prompt_id) is None:
                 args = (prompt, responses, category, system_prompt, source, None, history)
                 prompt_id, _ = repository.add_sample(session, *args)
-            return prompt_id, _create_tasks(session, prompt_id, group_size)
+            return prompt_id, _create_tasks(session, prompt_id, group_size, self.doubling)
 
     def submit(
         self,
@@ -182,14 +190,17 @@ class AnnotationService:
         group_size: int = 0,
         limit: int = 100,
         created_before: datetime | None = None,
+        annotator: str | None = None,
     ) -> list[OpenTask]:
-        """Open tasks, oldest first: one prompt's or all, triples (3), pairs (2) or both (0), at most `limit`."""
+        """Open tasks, oldest first: one prompt's or all, triples (3), pairs (2) or both (0), at most `limit`;
+        with `annotator`, none of a prompt they annotated or hold a task of (independent annotators)."""
         if group_size not in (0, *KIND_OF_SIZE):
             raise InvalidRecord(f"group_size must be 0, 2 or 3, got {group_size}")
         if not 1 <= limit <= MAX_LISTED:
             raise InvalidRecord(f"limit must be in 1..{MAX_LISTED}, got {limit}")
         with session_scope(self.engine) as session:
-            queued = open_tasks(session, prompt_id, KIND_OF_SIZE.get(group_size), limit, created_before)
+            kind = KIND_OF_SIZE.get(group_size)
+            queued = open_tasks(session, prompt_id, kind, limit, created_before, annotator)
             return [open_task_of(q) for q in queued]
 
     def close(self) -> None:
@@ -256,14 +267,30 @@ class AnnotationService:
             return None if row is None else Resolved(dict(row.rank), row.conflicts, row.merged_nodes)
 
 
-def _create_tasks(session: Session, prompt_id: str, group_size: int) -> list[tuple[str, list[str]]]:
+def _create_tasks(
+    session: Session, prompt_id: str, group_size: int, doubling: DoublingConfig | None = None
+) -> list[tuple[str, list[str]]]:
     if group_size not in KIND_OF_SIZE:
         raise InvalidRecord(f"group_size must be 2 or 3, got {group_size}")
     keys = sorted(known_keys(session, prompt_id))
     groups = triple_tasks(keys) if group_size == 3 else [[a, b] for i, a in enumerate(keys) for b in keys[i + 1 :]]
     groups = [g for g in groups if len(g) == group_size]
     ids = repository.create_tasks(session, prompt_id, groups, KIND_OF_SIZE[group_size])
-    return list(zip(ids, groups, strict=True))
+    return _with_doubles(session, prompt_id, list(zip(ids, groups, strict=True)), group_size, doubling)
+
+
+def _with_doubles(
+    session: Session,
+    prompt_id: str,
+    tasks: list[tuple[str, list[str]]],
+    group_size: int,
+    doubling: DoublingConfig | None,
+) -> list[tuple[str, list[str]]]:
+    """The tasks, and a second copy (copy 1) of the triples `doubling` picks: double annotation."""
+    if group_size != 3 or doubling is None:
+        return tasks
+    twice = [keys for tid, keys in tasks if doubled(tid, doubling)]
+    return tasks + list(zip(repository.create_tasks(session, prompt_id, twice, "triple", copy=1), twice, strict=True))
 
 
 def open_task_of(queued: QueuedTask) -> OpenTask:

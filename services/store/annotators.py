@@ -5,11 +5,16 @@ with session_scope(engine) as s:
     person = annotator_by_token(s, token)            # None for a wrong or disabled token
     queued = claim_next(s, "张三", now, lease)        # their open task, else the oldest free one (or None)
     holder(s, queued.task.id)                        # "张三"
+    withheld(s, "张三", now, lease)                   # free triples left only for others (prompts they did)
 
 A claim lasts `lease`: a task claimed longer ago than that and still open may be given to someone else
 (an annotator who walked away does not hold it forever); the newest claim of a task is its holder's, the
 older ones say who held it before (their submit is then stale). On PostgreSQL two annotators asking at
 once never get the same task (FOR UPDATE SKIP LOCKED); SQLite serialises writers already.
+
+A free task is given only to an annotator independent of its prompt (`tasks.independent_of`: one who has not
+annotated it and holds none of its tasks), so a prompt's triples go to different people; the annotator's row
+is locked while they claim, so two tabs of one person cannot take two triples of a prompt at once.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from services.store import validate as v
 from services.store.errors import Conflict, UnknownAnnotator
 from services.store.models import Annotation, AnnotationTask, Annotator, Prompt, Ranking, TaskClaim
 from services.store.repository import responses_for
-from services.store.tasks import QueuedTask
+from services.store.tasks import QueuedTask, independent_of
 
 TOKEN_PREFIX = "chm_"
 
@@ -95,7 +100,8 @@ def ever_held(session: Session, task_id: str, name: str) -> bool:
 
 def claim_next(session: Session, name: str, now: datetime, lease: timedelta) -> QueuedTask | None:
     """The annotator's oldest open task they hold (claimed again now), else the oldest open triple nobody has
-    held for `lease`, now theirs; None when no task is left."""
+    held for `lease` and of a prompt they are independent of, now theirs; None when no such task is left."""
+    session.get(Annotator, name, with_for_update=True)  # one claim of this annotator at a time
     mine = (
         select(AnnotationTask)
         .join(TaskClaim, TaskClaim.task_id == AnnotationTask.id)
@@ -106,7 +112,7 @@ def claim_next(session: Session, name: str, now: datetime, lease: timedelta) -> 
     if task is None:
         free = (
             select(AnnotationTask)
-            .where(AnnotationTask.status == "open", AnnotationTask.kind == "triple", ~held_since(now - lease))
+            .where(free_triple(now - lease), independent_of(name))
             .order_by(AnnotationTask.created_at, AnnotationTask.id)
             .limit(1)
             .with_for_update(skip_locked=True)
@@ -124,6 +130,17 @@ def claim_next(session: Session, name: str, now: datetime, lease: timedelta) -> 
     assert prompt is not None  # a task's prompt is a foreign key
     contents = responses_for(session, task.prompt_id)
     return QueuedTask(task, prompt, {k: contents[k] for k in task.response_keys})
+
+
+def withheld(session: Session, name: str, now: datetime, lease: timedelta) -> int:
+    """Free open triples `name` may not take: of prompts they annotated or hold a task of (left for others)."""
+    query = select(func.count()).select_from(AnnotationTask)
+    return int(session.scalar(query.where(free_triple(now - lease), ~independent_of(name))) or 0)
+
+
+def free_triple(cutoff: datetime) -> ColumnElement[bool]:
+    """An open triple-wise task nobody claimed at or after `cutoff`."""
+    return and_(AnnotationTask.status == "open", AnnotationTask.kind == "triple", ~held_since(cutoff))
 
 
 def held_since(cutoff: datetime) -> ColumnElement[bool]:
@@ -165,3 +182,19 @@ def task_annotators(session: Session, task_id: str) -> list[str]:
     """Who annotated a task (the one who completed it first)."""
     query = select(Annotation.annotator).where(Annotation.task_id == task_id).order_by(Annotation.created_at)
     return list(session.scalars(query))
+
+
+def doubled_annotations(session: Session) -> list[tuple[Annotation, Annotation]]:
+    """(first, second) human annotation of each doubled triple (`AnnotationTask.copy`) whose two copies are both
+    annotated, the first annotation of each copy (a task takes one); in prompt, then key order."""
+    doubled = select(AnnotationTask.prompt_id).where(AnnotationTask.copy > 0)
+    query = (
+        select(Annotation, AnnotationTask)
+        .join(AnnotationTask, AnnotationTask.id == Annotation.task_id)
+        .where(Annotation.kind == "human", AnnotationTask.kind == "triple", AnnotationTask.prompt_id.in_(doubled))
+        .order_by(Annotation.created_at, Annotation.id)
+    )
+    copies: dict[tuple[str, tuple[str, ...]], dict[int, Annotation]] = {}
+    for annotation, task in session.execute(query):
+        copies.setdefault((task.prompt_id, tuple(sorted(task.response_keys))), {}).setdefault(task.copy, annotation)
+    return [(found[0], found[1]) for _, found in sorted(copies.items()) if 0 in found and 1 in found]

@@ -146,18 +146,22 @@ def annotations_for(session: Session, prompt_id: str) -> list[Annotation]:
     return list(session.scalars(query))
 
 
-def create_tasks(session: Session, prompt_id: str, groups: Iterable[Sequence[str]], kind: str) -> list[str]:
+def create_tasks(
+    session: Session, prompt_id: str, groups: Iterable[Sequence[str]], kind: str, copy: int = 0
+) -> list[str]:
     """Open one task per group of response keys (three for "triple", two for "pair"); returns their ids.
 
-    A task's id is the hash of its prompt and key set, so creating it again returns the same id and
-    leaves its status alone.
+    A task's id is the hash of its prompt and key set (and `copy`, when > 0: a second, independent task of the
+    same keys), so creating it again returns the same id and leaves its status alone.
     """
     keyed = [v.task_group(kind, group) for group in groups]
+    copy = v.count("copy", copy)
     _require_keys(session, prompt_id, [k for group in keyed for k in group])
     ids = []
     for group in keyed:
-        tid = task_id_for(prompt_id, group)
-        _insert_new(session, AnnotationTask, {"id": tid, "prompt_id": prompt_id, "response_keys": group, "kind": kind})
+        tid = task_id_for(prompt_id, group, copy)
+        row = {"id": tid, "prompt_id": prompt_id, "response_keys": group, "kind": kind, "copy": copy}
+        _insert_new(session, AnnotationTask, row)
         ids.append(tid)
     return ids
 

@@ -49,9 +49,10 @@ def turns(field: str, history: Iterable[tuple[str, str]]) -> list[dict[str, str]
     return out
 
 
-def task_id_for(prompt_id: str, keys: Iterable[str]) -> str:
-    """A task's id: the hash of its prompt and its set of response keys, so creating it twice is harmless."""
-    return digest(prompt_id, sorted(keys))
+def task_id_for(prompt_id: str, keys: Iterable[str], copy: int = 0) -> str:
+    """A task's id: the hash of its prompt and its set of response keys, so creating it twice is harmless; a
+    second copy of the same keys (double annotation) hashes its copy number too (copy 0 keeps the old ids)."""
+    return digest(prompt_id, sorted(keys)) if copy == 0 else digest(prompt_id, sorted(keys), copy)
 
 
 def one_of(field: str, value: Any, allowed: Iterable[str]) -> str:

@@ -1,15 +1,18 @@
 """Simulated people for the demo: annotators working the annotation service's queue over gRPC.
 
-Each annotator lists open triple-wise tasks (ListTasks), orders each triple by the gold ranks of bench
-files with adjacent swaps at rate `noise` (`simulate.human_order`, the model `cheems annotate simulate`
-uses) and submits it (SubmitAnnotation, kind human), until no task it can judge is open (or none has
-been for `idle_seconds`, for a queue still being filled). A task is matched to the gold by prompt text
+Each annotator lists the open triple-wise tasks it may take (ListTasks with its name: none of a prompt it
+annotated, so a prompt's triples go to different annotators), takes one per prompt, orders each triple by the
+gold ranks of bench files with adjacent swaps at rate `noise` (`simulate.human_order`, the model `cheems
+annotate simulate` uses) and submits it (SubmitAnnotation, kind human), until no task it can judge is open to
+it (or none has been for `idle_seconds`, for a queue still being filled). A prompt of five triples needs five
+annotators (ten with every triple doubled); with fewer, its last triples stay open: the annotators stop, and
+`left` counts those triples. A task is matched to the gold by prompt text
 and response content, so the store's response keys need not be the bench's ids; tasks of prompts no
 bench file holds are left alone. Annotators run concurrently, each in a thread with its own seeded
 random stream; a task another one closed first is skipped (FAILED_PRECONDITION). An annotation's id
 is "<annotator>:<task id>", so running the simulation again stores nothing twice.
 
-    cheems annotate simulate-humans --annotation-url localhost:50053 --bench data/sample/open.jsonl --annotators 3
+    cheems annotate simulate-humans --annotation-url localhost:50053 --bench data/sample/open.jsonl --annotators 5
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ class SimulationConfig:
     idle_seconds: keep looking this long for new tasks once none is open; batch: tasks listed per look;
     timeout: seconds per gRPC call."""
 
-    annotators: int = 3
+    annotators: int = 5
     noise: float = 0.1
     seed: int = 0
     idle_seconds: float = 0.0
@@ -64,6 +67,7 @@ class SimulationStats:
     submitted: int = 0  # annotations stored
     taken: int = 0  # tasks another annotator closed first
     unknown: int = 0  # open tasks of prompts no bench file holds (at the last look)
+    left: int = 0  # open triples of the bench's prompts when all stopped: each needs another annotator
 
 
 class Gold:
@@ -90,7 +94,24 @@ def simulate_humans(target: str, items: Sequence[BenchItem], config: SimulationC
             futures = [pool.submit(_annotate, stub, n, gold, config, stats, lock) for n in range(config.annotators)]
             for future in futures:
                 future.result()
+        stats.left = sum(gold.of(t.sample) is not None for t in _list(stub, config, "").tasks)
+    if stats.left:
+        log.warning("%d triples left open: each needs an annotator who has not annotated its prompt", stats.left)
     return stats
+
+
+def _list(stub: annotation_pb2_grpc.AnnotationServiceStub, config: SimulationConfig, name: str) -> pb.ListTasksResponse:
+    """The open triples `name` may take (every open triple: name "")."""
+    request = pb.ListTasksRequest(group_size=3, limit=config.batch, annotator=name)
+    return _call(lambda: stub.ListTasks(request, timeout=config.timeout))
+
+
+def one_per_prompt(tasks: list[tuple[pb.OpenTask, dict[str, int]]]) -> list[tuple[pb.OpenTask, dict[str, int]]]:
+    """The first listed task of each prompt: the others of a prompt go to other annotators."""
+    first: dict[str, tuple[pb.OpenTask, dict[str, int]]] = {}
+    for task, ranks in tasks:
+        first.setdefault(task.task.prompt_id, (task, ranks))
+    return list(first.values())
 
 
 def _annotate(
@@ -104,9 +125,7 @@ def _annotate(
     name, rng = f"sim-annotator-{n + 1}", random.Random(f"{config.seed}:{n}")
     idle_since = time.monotonic()
     while True:
-        listed = _call(
-            lambda: stub.ListTasks(pb.ListTasksRequest(group_size=3, limit=config.batch), timeout=config.timeout)
-        )
+        listed = _list(stub, config, name)
         tasks = [(t, ranks) for t in listed.tasks if (ranks := gold.of(t.sample)) is not None]
         with lock:
             stats.unknown = len(listed.tasks) - len(tasks)
@@ -116,7 +135,7 @@ def _annotate(
             time.sleep(0.2)
             continue
         rng.shuffle(tasks)  # annotators spread over the queue rather than racing for its head
-        for task, ranks in tasks:
+        for task, ranks in one_per_prompt(tasks):
             submitted = _submit(
                 stub, name, task.task, human_order(list(task.task.response_ids), ranks, rng, config.noise), config
             )

@@ -4,16 +4,20 @@
     GET  /admin                             the admin overview page
     GET  /health                            200 {"status": "serving"} when the store answers, else 503
     GET  /api/me                            {"name", "admin"}
-    GET  /api/tasks/next                    {"task": TASK | null}: the task the annotator holds, else the oldest
-                                            free triple-wise task, now given to them (held for the lease)
+    GET  /api/tasks/next                    {"task": TASK | null, "withheld": int}: the task the annotator holds,
+                                            else the oldest free triple-wise task of a prompt they have not
+                                            annotated, now given to them (held for the lease); with no task,
+                                            withheld counts the free triples left for other annotators
     POST /api/tasks/{task_id}/annotation    {"annotation_id", "order": [[id, ...], ...], "discarded": [id]}
                                             -> {"created": bool, "message"}; created false: already stored
-    GET  /api/overview                      admins: {"annotators": [ROW], "open_tasks", "free_tasks"}
+    GET  /api/overview                      admins: {"annotators": [ROW], "open_tasks", "free_tasks", "doubles"}
 
     TASK = {"task_id", "prompt_id", "prompt", "prompt_html", "system_prompt", "history": [{"role", "content",
             "html"}], "category", "source", "responses": [{"id", "label" (A, B, C), "content", "html"}]}
     ROW  = {"name", "account", "admin", "active", "open", "done", "compared", "agreeing", "agreement",
             "on_cycles", "cycle_share"}   (agreement / cycle_share null before there is anything to measure)
+    doubles = {"triples", "compared", "agreeing", "agreement", "target", "pairs": [{"annotators": [a, b],
+               "triples", "compared", "agreeing", "agreement"}]}: the doubled triples with both copies annotated
 
 Every /api call takes `authorization: Bearer <token>` (`cheems annotators add NAME` prints one). Errors are
 JSON {"error", "reason"}: 401 no or wrong token, 403 not an admin / a task not given to you, 400 a body or
@@ -37,6 +41,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 from cheems.errors import CheemsError
+from services.annotation.algorithm.doubles import TARGET, Agreement, DoubleAgreement
 from services.annotation.service import OpenTask
 from services.annotation.web import pages
 from services.annotation.web.form import InvalidForm
@@ -83,6 +88,20 @@ def row_json(row: AnnotatorRow) -> dict[str, Any]:
     }
 
 
+def agreement_json(figures: Agreement) -> dict[str, Any]:
+    return {
+        "triples": figures.triples,
+        "compared": figures.compared,
+        "agreeing": figures.agreeing,
+        "agreement": figures.agreement,
+    }
+
+
+def doubles_json(figures: DoubleAgreement) -> dict[str, Any]:
+    pairs = [{"annotators": list(names), **agreement_json(a)} for names, a in figures.by_pair.items()]
+    return {**agreement_json(figures), "target": TARGET, "pairs": pairs}
+
+
 def bearer(request: Request) -> str | None:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
@@ -119,8 +138,11 @@ def create_app(bench: Workbench) -> Starlette:
 
     @guarded
     async def next_task(request: Request) -> Response:
-        task = await run_in_threadpool(bench.next_task, await person(request))
-        return JSONResponse({"task": None if task is None else task_json(task)})
+        who = await person(request)
+        task = await run_in_threadpool(bench.next_task, who)
+        if task is not None:
+            return JSONResponse({"task": task_json(task), "withheld": 0})
+        return JSONResponse({"task": None, "withheld": await run_in_threadpool(bench.withheld, who)})
 
     @guarded
     async def annotation(request: Request) -> Response:
@@ -136,7 +158,8 @@ def create_app(bench: Workbench) -> Starlette:
     async def overview(request: Request) -> Response:
         view = await run_in_threadpool(bench.overview, await person(request))
         rows = [row_json(r) for r in view.annotators]
-        return JSONResponse({"annotators": rows, "open_tasks": view.open_tasks, "free_tasks": view.free_tasks})
+        counts = {"open_tasks": view.open_tasks, "free_tasks": view.free_tasks}
+        return JSONResponse({"annotators": rows, **counts, "doubles": doubles_json(view.doubles)})
 
     async def health(request: Request) -> Response:
         try:

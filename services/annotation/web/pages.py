@@ -47,6 +47,12 @@ WORDS = Catalog(
         "submit": ("提交", "Submit"),
         "next": ("刷新任务", "Load next task"),
         "no_task": ("目前没有待标注的任务，稍后再来看看。", "No task is waiting for you now; check back later."),
+        "withheld": (
+            "还有 {} 个三元组任务，但都属于你已标注或正在标注的问题：同一问题的三元组须由不同标注员独立完成，"
+            "这些留给其他标注员。",
+            "{} open triples remain, but all belong to prompts you already annotated or hold: each triple of a "
+            "prompt goes to a different annotator, so these are left for others.",
+        ),
         "unranked": ("尚未排序：", "Not yet placed: "),
         "ranking": ("排序：", "Order: "),
         "all_discarded": ("三个回答都不可用", "All three responses unusable"),
@@ -94,6 +100,22 @@ WORDS = Catalog(
         "flag": ("需关注", "check"),
         "queue": ("待标注三元组任务：", "Open triple-wise tasks: "),
         "queue_free": ("其中未领取：", "not yet given out: "),
+        "doubles_title": ("双人独立标注", "Double annotation"),
+        "doubles_summary": (
+            "两份都已完成的双份三元组：{triples}；比较的两两关系：{compared}；一致率：{agreement}（论文目标 {target}）",
+            "Doubled triples with both copies annotated: {triples}; pairwise relations compared: {compared}; "
+            "agreement: {agreement} (the paper's target: {target})",
+        ),
+        "doubles_none": (
+            "尚无两份都已完成的双份三元组（用 cheems service annotation --double-share 开启双人标注）。",
+            "No doubled triple has both copies annotated yet (cheems service annotation --double-share turns "
+            "double annotation on).",
+        ),
+        "below_target": ("低于目标", "below target"),
+        "col_pair": ("标注员组合", "Annotator pair"),
+        "col_triples": ("三元组", "Triples"),
+        "col_compared": ("比较的关系", "Relations compared"),
+        "col_pair_agreement": ("一致率", "Agreement"),
         "overview_help": (
             "一致率：标注员的两两关系中与最终排序一致的比例；冲突环占比：含有处于偏好环上的偏好的标注比例。"
             "一致率低于 70% 或冲突环占比高于 30% 的标注员会被标记。",
@@ -159,7 +181,7 @@ def annotator_body(lang: str) -> str:
         + '<section id="work" class="hidden">'
         + toolbar(lang, counter=True)
         + f'<aside id="help" class="card hidden"><h3>{escape(w["shortcuts"])}</h3><table>{rows}</table></aside>'
-        + f'<div id="empty" class="card hidden"><p>{escape(w["no_task"])}</p>'
+        + f'<div id="empty" class="card hidden"><p>{escape(w["no_task"])}</p><p id="withheld" class="hidden"></p>'
         f'<button id="reload" type="button">{escape(w["next"])} <kbd>N</kbd></button></div>'
         '<div id="task" class="hidden"><article class="card prompt">'
         '<div id="category" class="categories"></div>'
@@ -182,7 +204,10 @@ def admin_body(lang: str) -> str:
         + '<section id="work" class="hidden">'
         + toolbar(lang, counter=False)
         + '<p id="queue"></p><table class="data" id="annotators"><thead></thead><tbody></tbody></table>'
-        f'<p class="muted">{escape(w["overview_help"])}</p></section>' + json_script("words", w)
+        f'<p class="muted">{escape(w["overview_help"])}</p>'
+        f'<section id="doubles"><h3>{escape(w["doubles_title"])}</h3><p id="doubles-summary"></p>'
+        '<table class="data hidden" id="pairs"><thead></thead><tbody></tbody></table></section></section>'
+        + json_script("words", w)
     )
 
 

@@ -3,10 +3,12 @@
     bench = Workbench(AnnotationService(engine, publisher))
     person = bench.sign_in(token)                         # Unauthenticated for a wrong token
     task = bench.next_task(person)                        # their open task, else the oldest free one; or None
+    bench.withheld(person)                                # free triples left for others (prompts they did)
     bench.submit(person, task.task_id, {"annotation_id": "web-1", "order": [["r1"], ["r2", "r3"]]})
     bench.overview(person)                                # Forbidden unless an admin
 
-A task belongs to the annotator it was given to (a claim, `services.store.annotators`). Submitting checks the
+A task belongs to the annotator it was given to (a claim, `services.store.annotators`), and a prompt's triples
+go to different annotators (none of a prompt they annotated or hold a task of). Submitting checks the
 claim, then takes the same path as gRPC `SubmitAnnotation` (`submission.submit`). What an annotator may hit:
 
     the same annotation sent twice              200, created False: stored once ("already submitted")
@@ -23,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cheems import errors
+from services.annotation.algorithm.doubles import DoubleAgreement, double_agreement
 from services.annotation.algorithm.quality import Judgment, Quality, annotator_quality, stored_relations
 from services.annotation.service import AnnotationService, OpenTask, open_task_of
 from services.annotation.submission import Submission, submit
@@ -30,7 +33,7 @@ from services.annotation.web.form import parse_form
 from services.store import annotators as accounts
 from services.store.db import session_scope
 from services.store.errors import TaskClosed
-from services.store.models import AnnotationTask
+from services.store.models import Annotation, AnnotationTask
 from services.web.errors import Forbidden, Unauthenticated
 
 
@@ -80,6 +83,7 @@ class Overview:
     annotators: list[AnnotatorRow]
     open_tasks: int  # open triple-wise tasks
     free_tasks: int  # of which nobody holds
+    doubles: DoubleAgreement  # agreement of the two annotations of each doubled triple
 
 
 def utcnow() -> datetime:
@@ -107,6 +111,11 @@ class Workbench:
         with session_scope(self.service.engine) as session:
             queued = accounts.claim_next(session, person.name, self.clock(), self.lease)
             return None if queued is None else open_task_of(queued)
+
+    def withheld(self, person: Person) -> int:
+        """Free triples left that the annotator may not take: of prompts they annotated or hold a task of."""
+        with session_scope(self.service.engine) as session:
+            return accounts.withheld(session, person.name, self.clock(), self.lease)
 
     def submit(self, person: Person, task_id: str, body: Any) -> bool:
         """Store the annotator's ranking of a task they hold; False when this annotation was stored already."""
@@ -142,13 +151,19 @@ class Workbench:
             people = accounts.list_annotators(session)
             held = accounts.open_claims(session)
             stored, rankings = accounts.annotated_by_people(session)
-            judgments = [
-                Judgment(a.annotator, a.kind, a.prompt_id, stored_relations(a.result), frozenset(a.discarded or []))
-                for a in stored
-            ]
+            judgments = [judgment(a) for a in stored]
+            doubles = double_agreement([(judgment(a), judgment(b)) for a, b in accounts.doubled_annotations(session)])
             open_tasks, free_tasks = accounts.queue_size(session, self.clock(), self.lease)
         figures = annotator_quality(judgments, rankings)
         rows = [AnnotatorRow(p.name, True, p.admin, p.active, held.get(p.name, 0), figures.get(p.name)) for p in people]
         known = {p.name for p in people}
         rows += [AnnotatorRow(n, False, False, False, 0, q) for n, q in figures.items() if n not in known]
-        return Overview(sorted(rows, key=lambda r: r.name), open_tasks, free_tasks)
+        return Overview(sorted(rows, key=lambda r: r.name), open_tasks, free_tasks, doubles)
+
+
+def judgment(annotation: Annotation) -> Judgment:
+    """A stored annotation as the quality figures read it."""
+    relations = stored_relations(annotation.result)
+    return Judgment(
+        annotation.annotator, annotation.kind, annotation.prompt_id, relations, frozenset(annotation.discarded or [])
+    )

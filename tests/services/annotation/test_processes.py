@@ -101,7 +101,7 @@ def test_a_killed_annotation_service_restarts_with_the_same_tasks_and_rankings(
     first = start(*args, "--human-sources", "open*", "--intake-delay", "1.0")
     first.wait_serving(port, ["", SERVICE, LIVENESS])
     wait_for(lambda: counts(db_url, pids)[0] >= 3, "the first prompts' tasks", alive=first)
-    done = simulate_humans(f"127.0.0.1:{port}", bench, SimulationConfig(annotators=2, noise=0.0))  # mid-stream
+    done = simulate_humans(f"127.0.0.1:{port}", bench, SimulationConfig(annotators=4, noise=0.0))  # 4 triples: 4 people
     first.process.send_signal(signal.SIGKILL)
     first.process.wait(timeout=30)
     prompts, _, ranked = counts(db_url, pids)
@@ -110,7 +110,7 @@ def test_a_killed_annotation_service_restarts_with_the_same_tasks_and_rankings(
     second = start(*args, "--human-sources", "open*")
     second.wait_serving(port, ["", SERVICE, LIVENESS])
     wait_for(lambda: counts(db_url, pids)[0] == len(bench), "every prompt's tasks", alive=second)
-    humans = ["annotate", "simulate-humans", "--annotation-url", f"127.0.0.1:{port}", "--annotators", "3"]
+    humans = ["annotate", "simulate-humans", "--annotation-url", f"127.0.0.1:{port}", "--annotators", "4"]
     run = subprocess.run(
         [*CHEEMS, *humans, "--bench", str(tmp_path / "bench.jsonl"), "--noise", "0"],
         capture_output=True,

@@ -75,6 +75,29 @@ def test_triple_protocol_resolve_and_fetch(stub: Any, prompt: str, engine: Engin
     assert dict(stub.GetRanking(pb.GetRankingRequest(prompt_id=prompt), timeout=10).rank) == truth
 
 
+def test_list_tasks_for_an_annotator_leaves_out_the_prompts_they_annotated(stub: Any, prompt: str) -> None:
+    def listed(annotator: str = "") -> list[str]:
+        request = pb.ListTasksRequest(group_size=3, annotator=annotator)
+        return [t.task.task_id for t in stub.ListTasks(request, timeout=10).tasks]
+
+    stub.CreateTasks(pb.CreateTasksRequest(prompt_id=prompt, group_size=3), timeout=10)
+    first, *others = listed("甲")
+    assert len(others) == 4
+    request = pb.Annotation(
+        annotation_id="a1",
+        prompt_id=prompt,
+        task_id=first,
+        annotator="甲",
+        kind=pb.ANNOTATOR_KIND_HUMAN,
+        order=order(["r1", "r2"], ["r3"]),
+    )
+    assert stub.SubmitAnnotation(request, timeout=10).created
+    assert listed("甲") == []  # only triples of a prompt 甲 annotated are open: none for 甲
+    assert listed("乙") == listed() == others
+    code, details = status(lambda: stub.ListTasks(pb.ListTasksRequest(annotator="x" * 200), timeout=10))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "annotator" in details
+
+
 def test_ai_pairs_with_a_conflict_are_merged(stub: Any, prompt: str) -> None:
     verdicts = [
         ("r1", "r2", pb.VERDICT_A_BETTER),

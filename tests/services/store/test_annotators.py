@@ -1,5 +1,6 @@
 """Annotator accounts and task claims in the store (SQLite and PostgreSQL): tokens kept hashed, one holder per
-task, the annotator's own task first, a lease after which a task may go to someone else."""
+task, the annotator's own task first, a lease after which a task may go to someone else, a prompt's triples to
+different annotators, and the two annotations of a doubled triple."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
 from services.store import annotators as accounts
 from services.store import repository as repo
 from services.store.db import session_scope
 from services.store.errors import Conflict, InvalidRecord, UnknownAnnotator
-from services.store.models import Annotator
+from services.store.models import AnnotationTask, Annotator
+from services.store.tasks import open_tasks
+from services.store.validate import task_id_for
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 LEASE = timedelta(minutes=30)
@@ -74,3 +78,70 @@ def test_claims_give_each_task_to_one_annotator_until_the_lease_ends(engine: Eng
         assert not accounts.ever_held(s, second, "甲")
         assert accounts.claim_next(s, "甲", later, LEASE) is None  # no longer theirs, nothing free
         assert accounts.open_claims(s) == {"乙": 1}
+
+
+FOUR = [("r1", "一"), ("r2", "二"), ("r3", "三"), ("r4", "四")]
+TRIPLES = [["r1", "r2", "r3"], ["r2", "r3", "r4"], ["r1", "r3", "r4"], ["r1", "r2", "r4"]]
+
+
+def annotate(s: Session, task_id: str, name: str, kind: str = "human") -> None:
+    task = s.get(AnnotationTask, task_id)
+    assert task is not None
+    order = {"order": [[k] for k in task.response_keys]}
+    repo.add_annotation(s, f"{name}:{task_id}", task.prompt_id, name, kind, order, [], task_id)
+    repo.complete_task(s, task_id)
+
+
+def test_no_annotator_gets_two_triples_of_a_prompt_they_annotated_or_hold(engine: Engine) -> None:
+    with session_scope(engine) as s:
+        for name in ("甲", "乙", "丙"):
+            accounts.add_annotator(s, name)
+        prompt = repo.add_sample(s, "四个回答的题", FOUR, ["测试"])[0]
+        tasks = repo.create_tasks(s, prompt, TRIPLES, "triple")
+    with session_scope(engine) as s:
+        first = accounts.claim_next(s, "甲", NOW, LEASE)
+        assert first is not None and first.task.prompt_id == prompt
+        assert accounts.withheld(s, "甲", NOW, LEASE) == 3  # the prompt's other triples: for others
+        assert {q.task.id for q in open_tasks(s, annotator="甲")} == set()  # holds one: none listed either
+        assert len(open_tasks(s, annotator="乙")) == 4 and len(open_tasks(s)) == 4
+        annotate(s, first.task.id, "甲")
+        later = repo.add_sample(s, "后来的题", FOUR[:3], ["测试"])[0]
+        [other] = repo.create_tasks(s, later, [["r1", "r2", "r3"]], "triple")
+    with session_scope(engine) as s:
+        assert accounts.claim_next(s, "甲", NOW, LEASE).task.id == other  # type: ignore[union-attr]  # not the older
+        annotate(s, other, "甲")
+        assert accounts.claim_next(s, "甲", NOW, LEASE) is None and accounts.withheld(s, "甲", NOW, LEASE) == 3
+        assert open_tasks(s, annotator="甲") == []  # gRPC ListTasks: an empty list
+        second = accounts.claim_next(s, "乙", NOW, LEASE)
+        assert second is not None and second.task.id in tasks and second.task.id != first.task.id
+    later_on = NOW + LEASE + timedelta(seconds=1)
+    with session_scope(engine) as s:  # 乙's lease ran out and 丙 took the task: 乙 holds none of the prompt now
+        assert accounts.claim_next(s, "丙", later_on, LEASE).task.id == second.task.id  # type: ignore[union-attr]
+        third = accounts.claim_next(s, "乙", later_on, LEASE)
+        assert third is not None and third.task.prompt_id == prompt and third.task.id != second.task.id
+        annotate(s, third.task.id, "丁", kind="ai")  # an AI judgment under a name binds nobody
+        assert {q.task.id for q in open_tasks(s, annotator="丁")} == set(tasks) - {first.task.id, third.task.id}
+        with pytest.raises(InvalidRecord, match="annotator"):
+            open_tasks(s, annotator="x" * 200)
+
+
+def test_a_doubled_triple_has_its_own_id_and_its_two_annotations_are_paired(engine: Engine, prompt_id: str) -> None:
+    keys = ["r1", "r2", "r3"]
+    with session_scope(engine) as s:
+        [original] = repo.create_tasks(s, prompt_id, [keys], "triple")
+        [copy] = repo.create_tasks(s, prompt_id, [keys], "triple", copy=1)
+        assert original == task_id_for(prompt_id, keys) != copy  # copy 0 keeps the id it always had
+        assert repo.create_tasks(s, prompt_id, [keys], "triple", copy=1) == [copy]  # idempotent
+        with pytest.raises(InvalidRecord, match="copy"):
+            repo.create_tasks(s, prompt_id, [keys], "triple", copy=-1)
+        stored = s.get(AnnotationTask, copy)
+        assert stored is not None and (stored.copy, stored.response_keys) == (1, keys)
+        other = repo.add_sample(s, "另一题", FOUR[:3], ["测试"])[0]
+        [alone, _] = repo.create_tasks(s, other, [keys], "triple") + repo.create_tasks(s, other, [keys], "triple", 1)
+        annotate(s, alone, "丙")  # its copy is still open: not paired yet
+        annotate(s, copy, "乙")
+        assert accounts.doubled_annotations(s) == []
+        annotate(s, original, "甲")
+    with session_scope(engine) as s:
+        [(a, b)] = accounts.doubled_annotations(s)
+        assert (a.annotator, a.task_id, b.annotator, b.task_id) == ("甲", original, "乙", copy)

@@ -56,6 +56,9 @@
     try {
       const data = await cheems.fetchJSON("/api/tasks/next", { token: token() });
       render(data.task);
+      // no task, yet free ones remain: all of prompts this annotator did (a prompt's triples go to different people)
+      $("withheld").textContent = data.withheld ? words.withheld.replace("{}", data.withheld) : "";
+      show("withheld", !data.task && data.withheld > 0);
     } catch (err) {
       if (err.status === 401) return signOut(errorText(err));
       notify(errorText(err), "error");

@@ -1,5 +1,6 @@
 // The admin overview: per annotator, tasks held and done, agreement with the resolved rankings and the share of
-// annotations on cycles; flags the ones to look at. Data from GET /api/overview (admins only).
+// annotations on cycles; flags the ones to look at; the agreement of double annotation (overall and per pair of
+// annotators) against the paper's target. Data from GET /api/overview (admins only).
 "use strict";
 (function () {
   const TOKEN_KEY = "cheems.annotator.token";
@@ -56,6 +57,35 @@
     });
     $("annotators").querySelector("tbody").replaceChildren(...rows);
     $("queue").textContent = words.queue + data.open_tasks + "　" + words.queue_free + data.free_tasks;
+    renderDoubles(data.doubles);
+  }
+
+  function renderDoubles(doubles) {
+    const below = (value) => value !== null && value < doubles.target;
+    const figures = { triples: doubles.triples, compared: doubles.compared, agreement: percent(doubles.agreement),
+      target: percent(doubles.target) };
+    const summary = doubles.triples ? words.doubles_summary.replace(/\{(\w+)\}/g, (_, key) => figures[key])
+      : words.doubles_none;
+    $("doubles-summary").textContent = summary + (below(doubles.agreement) ? "　" + words.below_target : "");
+    $("doubles-summary").classList.toggle("flagged", below(doubles.agreement));
+    const head = document.createElement("tr");
+    for (const [key, cls] of [["col_pair"], ["col_triples", "num"], ["col_compared", "num"],
+      ["col_pair_agreement", "num"]]) {
+      const th = document.createElement("th");
+      th.textContent = words[key];
+      if (cls) th.className = cls;
+      head.append(th);
+    }
+    $("pairs").querySelector("thead").replaceChildren(head);
+    $("pairs").querySelector("tbody").replaceChildren(...doubles.pairs.map((pair) => {
+      const tr = document.createElement("tr");
+      tr.dataset.pair = pair.annotators.join("+");
+      tr.classList.toggle("flagged", below(pair.agreement));
+      tr.append(cell(pair.annotators.join(" / ")), cell(String(pair.triples), "num"),
+        cell(String(pair.compared), "num"), cell(percent(pair.agreement), "num agreement"));
+      return tr;
+    }));
+    show("pairs", doubles.pairs.length > 0);
   }
 
   async function load(value) {

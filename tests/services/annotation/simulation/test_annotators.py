@@ -1,11 +1,12 @@
-"""Simulated people working the annotation queue over gRPC (ListTasks, SubmitAnnotation), on SQLite and PostgreSQL."""
+"""Simulated people working the annotation queue over gRPC (ListTasks, SubmitAnnotation), on SQLite and PostgreSQL;
+each takes at most one triple of a prompt, and too few of them leave triples open and stop."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
 from cheems.formats.cheemsbench import BenchItem
 from cheems.formats.responses import Response
@@ -15,6 +16,7 @@ from services.annotation.simulation.annotators import SimulationConfig, simulate
 from services.hosting import HostConfig
 from services.store import repository
 from services.store.db import session_scope
+from services.store.models import Annotation
 
 ITEMS = [
     BenchItem(
@@ -47,8 +49,14 @@ def test_simulated_people_empty_the_queue_by_the_gold_ranks(
         stranger, _ = repository.add_sample(session, "题库里没有的题", [("a", "甲"), ("b", "乙"), ("c", "丙")], [])
     for pid in [*prompts, stranger]:
         service.create_tasks(pid, 3)
-    stats = simulate_humans(url, ITEMS, SimulationConfig(annotators=3, noise=0.0, seed=1))
-    assert (stats.submitted, stats.unknown) == (15, 1)
+    few = simulate_humans(url, ITEMS, SimulationConfig(annotators=3, noise=0.0, seed=1))
+    # a prompt's five triples go to five different annotators: three do three of each, then stop
+    assert (few.submitted, few.unknown, few.left) == (9, 1, 6)
+    stats = simulate_humans(url, ITEMS, SimulationConfig(annotators=5, noise=0.0, seed=1))
+    assert (stats.submitted, stats.unknown, stats.left) == (6, 1, 0)  # the two new ones do the rest
+    with session_scope(engine) as session:
+        done = session.execute(select(Annotation.annotator, Annotation.prompt_id)).all()
+    assert len(done) == 15 and len(set(done)) == 15  # nobody annotated two triples of one prompt
     for item, pid in zip(ITEMS, prompts, strict=True):
         ranking = service.ranking(pid)
         assert ranking is not None

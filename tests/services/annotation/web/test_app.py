@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select
 
+from services.annotation.algorithm.doubles import DoublingConfig
 from services.annotation.service import AnnotationService
 from services.annotation.web.app import create_app
 from services.annotation.web.workbench import Workbench, WorkbenchConfig
@@ -58,7 +59,7 @@ def test_an_annotator_gets_a_task_submits_it_once_and_the_prompt_is_ranked(site:
         )  # fmt: skip
         ranking = session.get(Ranking, prompt_id)
         assert ranking is not None and ranking.rank["r2"] < ranking.rank["r1"]
-    assert call(base, "GET", "/api/tasks/next", tokens["张三"]) == (200, {"task": None})
+    assert call(base, "GET", "/api/tasks/next", tokens["张三"]) == (200, {"task": None, "withheld": 0})
 
 
 def test_tasks_are_given_to_one_annotator_and_a_stale_or_completed_task_is_refused(site: Any) -> None:
@@ -66,7 +67,7 @@ def test_tasks_are_given_to_one_annotator_and_a_stale_or_completed_task_is_refus
     add_prompt(service, "第一题")
     tokens = add_people(service, "甲", "乙")
     first = call(base, "GET", "/api/tasks/next", tokens["甲"])[1]["task"]
-    assert call(base, "GET", "/api/tasks/next", tokens["乙"]) == (200, {"task": None})  # held by 甲
+    assert call(base, "GET", "/api/tasks/next", tokens["乙"]) == (200, {"task": None, "withheld": 0})  # 甲's
     path = f"/api/tasks/{first['task_id']}/annotation"
     body = {"annotation_id": "b-1", "order": [["r1", "r2", "r3"]]}
     status, error = call(base, "POST", path, tokens["乙"], body)
@@ -159,16 +160,18 @@ def test_the_overview_counts_done_and_open_work_agreement_and_cycles(site: Any) 
     base, service, _ = site
     tokens = add_people(service, "细心", "马虎", admin="组长")
     four = [("r1", "一"), ("r2", "二"), ("r3", "三"), ("r4", "四")]  # four responses: four triples
-    add_prompt(service, "第四题", four)
-    for name in ("细心", "细心", "细心", "马虎"):  # 细心 follows r1 > r2 > r3 > r4; 马虎 swaps two neighbours
-        task = call(base, "GET", "/api/tasks/next", tokens[name])[1]["task"]
-        keys = sorted(r["id"] for r in task["responses"])
+    prompt_id = add_prompt(service, "第四题", four)
+    careless = call(base, "GET", "/api/tasks/next", tokens["马虎"])[1]["task"]["task_id"]
+    for task in service.open_tasks(prompt_id):  # 细心 follows r1 > r2 > r3 > r4; 马虎 swaps two neighbours
+        name, keys = "马虎" if task.task_id == careless else "细心", sorted(task.contents)
         if name == "马虎":  # e.g. r1 > r2 > r4 -> r2 > r1 > r4: one cycle, of r1 and r2 only
             neighbours = int(keys[2][1]) - int(keys[1][1]) == 1
             keys = [keys[0], keys[2], keys[1]] if neighbours else [keys[1], keys[0], keys[2]]
-        order = [[k] for k in keys]
-        body = {"annotation_id": f"{name}-{task['task_id'][:8]}", "order": order}
-        assert call(base, "POST", f"/api/tasks/{task['task_id']}/annotation", tokens[name], body)[0] == 200
+        body = {"annotation_id": f"{name}-{task.task_id[:8]}", "order": [[k] for k in keys]}
+        if name == "马虎":  # the triple the page gave them
+            assert call(base, "POST", f"/api/tasks/{task.task_id}/annotation", tokens[name], body)[0] == 200
+        else:  # the page gives one person one triple of a prompt: 细心's three come over the gRPC path
+            service.submit(body["annotation_id"], prompt_id, name, "human", {"order": body["order"]}, [], task.task_id)
     add_prompt(service, "第五题")
     call(base, "GET", "/api/tasks/next", tokens["马虎"])  # now holds one open task
     status, view = call(base, "GET", "/api/overview", tokens["组长"])
@@ -182,6 +185,50 @@ def test_the_overview_counts_done_and_open_work_agreement_and_cycles(site: Any) 
     assert (rows["细心"]["agreeing"], rows["细心"]["compared"], rows["马虎"]["agreeing"]) == (8, 9, 2)
     assert rows["细心"]["agreement"] == pytest.approx(8 / 9) and rows["马虎"]["agreement"] == pytest.approx(2 / 3)
     assert rows["细心"]["cycle_share"] == pytest.approx(1 / 3) and rows["马虎"]["cycle_share"] == 1.0
+
+
+def test_a_prompts_triples_go_to_different_annotators_on_the_page(site: Any) -> None:
+    base, service, clock = site
+    four = [("r1", "一"), ("r2", "二"), ("r3", "三"), ("r4", "四")]  # four triples
+    add_prompt(service, "第六题", four)
+    tokens = add_people(service, "甲", "乙", "丙", "丁", "戊")
+    first = call(base, "GET", "/api/tasks/next", tokens["甲"])[1]["task"]
+    assert call(base, "GET", "/api/tasks/next", tokens["甲"])[1]["task"]["task_id"] == first["task_id"]  # theirs
+    body = {"annotation_id": "jia-1", "order": [[r["id"]] for r in first["responses"]]}
+    assert call(base, "POST", f"/api/tasks/{first['task_id']}/annotation", tokens["甲"], body)[0] == 200
+    assert call(base, "GET", "/api/tasks/next", tokens["甲"]) == (200, {"task": None, "withheld": 3})
+    given = {call(base, "GET", "/api/tasks/next", tokens[n])[1]["task"]["task_id"] for n in ("乙", "丙", "丁")}
+    assert len(given) == 3 and first["task_id"] not in given  # one triple each
+    assert call(base, "GET", "/api/tasks/next", tokens["戊"]) == (200, {"task": None, "withheld": 0})  # all held
+    assert call(base, "GET", "/api/tasks/next", tokens["甲"]) == (200, {"task": None, "withheld": 0})
+    clock.advance(61)  # the leases run out: free again, but still not for 甲; 戊 takes one
+    assert call(base, "GET", "/api/tasks/next", tokens["甲"]) == (200, {"task": None, "withheld": 3})
+    assert call(base, "GET", "/api/tasks/next", tokens["戊"])[1]["task"]["task_id"] in given
+    added = add_prompt(service, "第七题")  # a prompt 甲 has not annotated: theirs to take
+    assert call(base, "GET", "/api/tasks/next", tokens["甲"])[1]["task"]["prompt_id"] == added
+
+
+def test_doubled_triples_go_to_two_annotators_and_their_agreement_is_on_the_overview(engine: Engine) -> None:
+    service, clock = AnnotationService(engine, doubling=DoublingConfig(share=1.0)), Clock()
+    with serve_asgi(create_app(Workbench(service, WorkbenchConfig(lease_seconds=60), clock))) as base:
+        tokens = add_people(service, "甲", "乙", "丙", admin="组长")
+        prompt_id = add_prompt(service, "第八题")  # one triple, and its copy
+        assert len(service.open_tasks(prompt_id)) == 2
+        view = call(base, "GET", "/api/overview", tokens["组长"])[1]["doubles"]
+        assert view == {"triples": 0, "compared": 0, "agreeing": 0, "agreement": None, "target": 0.9, "pairs": []}
+        orders = {"甲": [["r1"], ["r2"], ["r3"]], "乙": [["r2"], ["r1"], ["r3"]]}  # they differ on r1 vs r2
+        for name, order in orders.items():
+            task = call(base, "GET", "/api/tasks/next", tokens[name])[1]["task"]
+            body = {"annotation_id": f"{name}-1", "order": order}
+            assert call(base, "POST", f"/api/tasks/{task['task_id']}/annotation", tokens[name], body)[0] == 200
+            assert call(base, "GET", "/api/tasks/next", tokens[name])[1]["task"] is None  # no third triple
+        assert service.ranking(prompt_id) is not None  # both copies done: resolved
+        add_prompt(service, "第九题")
+        call(base, "GET", "/api/tasks/next", tokens["丙"])  # holds one copy: not counted yet
+        status, view = call(base, "GET", "/api/overview", tokens["组长"])
+    figures = {"triples": 1, "compared": 3, "agreeing": 2, "agreement": pytest.approx(2 / 3)}
+    pairs = [{"annotators": sorted(["甲", "乙"]), **figures}]
+    assert status == 200 and view["doubles"] == {**figures, "target": 0.9, "pairs": pairs}
 
 
 def test_pages_and_health_answer(site: Any) -> None:

@@ -19,7 +19,7 @@ from sqlalchemy import Engine, select
 from services.annotation.service import AnnotationService
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
-from services.store import annotators
+from services.store import annotators, repository
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
 from services.store.models import Annotation
@@ -203,6 +203,30 @@ def test_a_double_submit_is_stored_once_and_a_task_completed_elsewhere_is_explai
     assert len(stored(site, "王五")) == 1
 
 
+def test_an_annotator_left_only_triples_of_a_prompt_they_did_is_told_so(page: Any, site: Site) -> None:
+    token = person(site, "孙七")
+    prompt_id = add_prompt(site.service, "四个回答，四个三元组。", [(f"r{i}", f"回答{i}") for i in range(1, 5)])
+    sign_in(page, site, token)
+    page.wait_for_selector("#responses .response")
+    for key in ("1", "2", "3"):
+        page.keyboard.press(key)
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#withheld:not(.hidden)")  # three triples left, each for another annotator
+    assert "还有 3 个三元组任务" in page.inner_text("#withheld") and page.is_visible("#empty")
+    for n, task in enumerate(site.service.open_tasks(prompt_id)):  # others do them (the overview's queue stays)
+        order = {"order": [[k] for k in task.contents]}
+        site.service.submit(f"others-{n}", prompt_id, f"他人{n}", "human", order, [], task.task_id)
+
+
+def double(site: Site, text: str, orders: dict[str, list[list[str]]]) -> None:
+    """A prompt of one triple and its second copy (double annotation), annotated by the two named people."""
+    prompt_id = add_prompt(site.service, text, [("r1", "甲"), ("r2", "乙"), ("r3", "丙")])
+    with session_scope(site.engine) as session:
+        repository.create_tasks(session, prompt_id, [["r1", "r2", "r3"]], "triple", copy=1)
+    for (name, order), task in zip(orders.items(), site.service.open_tasks(prompt_id), strict=True):
+        site.service.submit(f"{name}-{task.task_id[:8]}", prompt_id, name, "human", {"order": order}, [], task.task_id)
+
+
 def annotate_four(site: Site, text: str, careless: int) -> None:
     """A prompt of four responses (four triples): 马虎 does the first `careless` tasks swapping two neighbours
     of r1 > r2 > r3 > r4 (a conflict), 细心 the others in that order; submitted over the gRPC path."""
@@ -235,6 +259,14 @@ def test_the_admin_overview_shows_every_annotator_and_flags_the_careless(
     assert rows["王五"].locator("td").nth(3).inner_text() == "1"
     assert rows["张三"].locator("td.agreement").inner_text() == "100.0%"
     assert "待标注三元组任务：1" in page.inner_text("#queue")
+    assert "尚无两份都已完成的双份三元组" in page.inner_text("#doubles-summary") and not page.is_visible("#pairs")
+    double(site, "双人标注的题。", {"双甲": [["r1"], ["r2"], ["r3"]], "双乙": [["r2"], ["r1"], ["r3"]]})
+    page.reload()
+    page.wait_for_selector("#pairs tbody tr")
+    summary = page.inner_text("#doubles-summary")
+    assert "两份都已完成的双份三元组：1" in summary and "一致率：66.7%（论文目标 90.0%）" in summary
+    assert "低于目标" in summary
+    assert page.locator("#pairs tbody tr").all_inner_texts() == ["双乙 / 双甲\t1\t3\t66.7%"]
     screenshot(page, "annotator-admin")
     page.click("a[data-lang=en]")
     page.wait_for_selector("#annotators tbody tr")

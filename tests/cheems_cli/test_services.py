@@ -1,0 +1,18 @@
+"""`cheems service ...` options refused before anything starts: a clear usage error naming the option."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from cheems_cli.main import app
+
+
+@pytest.mark.parametrize("share", ["1.5", "-0.1", "nan"])
+def test_annotation_refuses_a_double_share_outside_zero_to_one(share: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    db = tmp_path / "never.db"
+    command = ["service", "annotation", "--db", f"sqlite:///{db}", "--port", "0", "--http-port", "-1"]
+    result = CliRunner().invoke(app, [*command, "--double-share", share], env={"TERMINAL_WIDTH": "1000"})
+    assert result.exit_code == 2, result.output
+    assert "--double-share" in result.output and "double_share must be a number in [0, 1]" in result.output
+    assert not db.exists()  # refused before the service opened its database

@@ -1,0 +1,13 @@
+"""The demo's settings, checked before anything starts (the demo itself runs in tests/integration/test_demo.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from system.demo import MIN_ANNOTATORS, DemoConfig
+
+
+def test_the_demo_needs_an_annotator_for_each_of_a_prompts_five_triples() -> None:
+    assert DemoConfig().annotators == MIN_ANNOTATORS == 5
+    with pytest.raises(ValueError, match="annotators must be >= 5"):
+        DemoConfig(annotators=4)

@@ -59,12 +59,18 @@ def service_annotation(
     lease: Annotated[
         float, typer.Option(min=1.0, help="Seconds an annotator holds a task on the page before it may go to another.")
     ] = 1800.0,
+    double_share: Annotated[
+        float, typer.Option(help="Share of triples annotated twice, by two different annotators (0 to 1).")
+    ] = 0.0,
+    double_seed: Annotated[int, typer.Option(help="Which triples --double-share picks.")] = 0,
     host: ListenHost = "127.0.0.1",
     intake_delay: Annotated[float, typer.Option(hidden=True, help="Tests: seconds to pause after each sample.")] = 0.0,
 ) -> None:
     """gRPC cheems.v1.AnnotationService with health, until SIGTERM. With --bootstrap: new samples
     (cheems.samples.v1) become triple-wise tasks, and annotations and rankings are published. With
-    --http-port: the annotator's page (/annotate) and the admin overview (/admin) over HTTP."""
+    --http-port: the annotator's page (/annotate) and the admin overview (/admin) over HTTP. A prompt's
+    triples go to different annotators; --double-share gives a share of them a second task."""
+    from services.annotation.algorithm.doubles import DoublingConfig
     from services.annotation.intake import IntakeConfig
     from services.annotation.server import serve
     from services.annotation.web.workbench import WorkbenchConfig
@@ -74,6 +80,10 @@ def service_annotation(
         intake = IntakeConfig(human_sources=tuple(human_sources or ("*",)), delay=intake_delay)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--human-sources") from None
+    try:
+        doubling = DoublingConfig(share=double_share, seed=double_seed)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--double-share") from None
     events = f", samples and events on {bootstrap}" if bootstrap else ""
 
     def ready(bound: int, http_bound: int | None) -> None:
@@ -81,7 +91,7 @@ def service_annotation(
         typer.echo(f"annotation: gRPC {host}:{bound}{events}{page}")
 
     web = WorkbenchConfig(lease_seconds=lease)
-    serve(db, HostConfig(port=port, host=host), ready, bootstrap, intake, http_port, web)
+    serve(db, HostConfig(port=port, host=host), ready, bootstrap, intake, http_port, web, doubling)
 
 
 @service.command("judge")

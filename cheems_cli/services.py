@@ -276,20 +276,6 @@ def service_training(
             help="Distant supervision's model: a registered model trained on the human recipe (default: the newest)."
         ),
     ] = "",
-    auto_after: Annotated[
-        int, typer.Option(min=0, help="Train when this many rankings came since the newest dataset (0 = off).")
-    ] = 0,
-    launcher: Annotated[
-        str, typer.Option(help="local: a process group here; kubernetes: an Indexed Job per training.")
-    ] = "local",
-    model: Annotated[
-        str, typer.Option(help="Base model directory every training starts from (default: the recipe's).")
-    ] = "",
-    nproc: Annotated[int, typer.Option(min=1, help="Training processes per node: one per GPU.")] = 1,
-    port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50057,
-    host: ListenHost = "127.0.0.1",
-    namespace: Annotated[str, typer.Option(help="kubernetes: the Jobs' namespace (default: this pod's).")] = "",
-    image: Annotated[str, typer.Option(help="kubernetes: the trainer image (default: the Job manifest's).")] = "",
     distant_margin: Annotated[
         float,
         typer.Option(
@@ -306,6 +292,20 @@ def service_training(
             "(default: ties are kept).",
         ),
     ] = None,
+    auto_after: Annotated[
+        int, typer.Option(min=0, help="Train when this many rankings came since the newest dataset (0 = off).")
+    ] = 0,
+    launcher: Annotated[
+        str, typer.Option(help="local: a process group here; kubernetes: an Indexed Job per training.")
+    ] = "local",
+    model: Annotated[
+        str, typer.Option(help="Base model directory every training starts from (default: the recipe's).")
+    ] = "",
+    nproc: Annotated[int, typer.Option(min=1, help="Training processes per node: one per GPU.")] = 1,
+    port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50057,
+    host: ListenHost = "127.0.0.1",
+    namespace: Annotated[str, typer.Option(help="kubernetes: the Jobs' namespace (default: this pod's).")] = "",
+    image: Annotated[str, typer.Option(help="kubernetes: the trainer image (default: the Job manifest's).")] = "",
     nodes: Annotated[int, typer.Option(min=1, help="kubernetes: pods per Job (torchrun nodes).")] = 1,
     workload: Annotated[
         str,
@@ -326,6 +326,7 @@ def service_training(
     ] = None,
 ) -> None:
     """gRPC cheems.v1.TrainingService: datasets, trainings (local or Kubernetes) and models, until SIGTERM."""
+    from trainer.datasets.recipes import DistantSettings
     from trainer.service.config import TrainingConfig
     from trainer.service.server import serve
     from trainer.service.trainings import check_request
@@ -340,9 +341,9 @@ def service_training(
         config = TrainingConfig(
             data_dir=required(data_dir, "CHEEMS_DATA_DIR"),
             recipe=recipe,
-    from trainer.datasets.recipes import DistantSettings
             dataset_recipe=dataset_recipe,
             supervisor=supervisor,
+            distant=DistantSettings(distant_margin, distant_tie_margin),
             auto_after=auto_after,
             launcher=launcher,
             model=model,
@@ -357,7 +358,6 @@ def service_training(
             overrides=dict(pair(kv) for kv in set_ or []),
         )
         check_request(config.recipe, dict(config.overrides))
-            distant=DistantSettings(distant_margin, distant_tie_margin),
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     serve(db, bootstrap, config, lambda bound: typer.echo(f"training: gRPC {host}:{bound}, data in {data_dir}"))

@@ -12,7 +12,19 @@ from typing import Annotated
 
 import typer
 
-from cheems_cli import ablation, annotation, annotators, data, evaluation, lifecycle, models, scoring, services, system
+from cheems_cli import (
+    ablation,
+    annotation,
+    annotators,
+    data,
+    dev,
+    evaluation,
+    lifecycle,
+    models,
+    scoring,
+    services,
+    system,
+)
 
 app = typer.Typer(
     help="Build and evaluate Chinese reward models (CheemsBench, CheemsPreference, CheemsRM).",
@@ -27,7 +39,7 @@ app.add_typer(annotators.annotators, name="annotators")
 app.add_typer(lifecycle.registry, name="models")
 app.add_typer(data.db, name="db")
 app.add_typer(services.service, name="service")
-app.add_typer(services.dev, name="dev")
+app.add_typer(dev.dev, name="dev")
 
 
 @app.callback()

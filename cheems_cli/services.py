@@ -1,4 +1,4 @@
-"""Long-lived processes: `cheems service ...` (what the Kubernetes Deployments run) and `cheems dev broker`."""
+"""Long-lived processes: `cheems service ...` (what the Kubernetes Deployments run)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ from cheems_cli.options import (
 )
 
 service = typer.Typer(help="Run a long-lived service (what the Kubernetes Deployments run).", no_args_is_help=True)
-dev = typer.Typer(help="Local development helpers.", no_args_is_help=True)
 
 
 @service.command("ingestion")
@@ -361,57 +360,3 @@ def service_training(
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     serve(db, bootstrap, config, lambda bound: typer.echo(f"training: gRPC {host}:{bound}, data in {data_dir}"))
-
-
-@dev.command("broker")
-@clear_errors
-def dev_broker(
-    port: Annotated[int, typer.Option(help="Port to listen on (0 = any free port).")] = 9092,
-    partitions: Annotated[int, typer.Option(min=1)] = 3,
-    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0 in a pod).")] = "127.0.0.1",
-    advertised_host: Annotated[
-        str, typer.Option(help="Address clients are told to connect to (a pod's IP); default: --host.")
-    ] = "",
-) -> None:
-    """Run the embedded Kafka-compatible broker (Tansu, memory storage) with the cheems topics, until Ctrl-C."""
-    import signal
-
-    from services.bus import topics
-    from services.bus.broker import EmbeddedBroker
-
-    with EmbeddedBroker(port, host, advertised_host) as broker:
-        broker.create_topics(topics.with_dead_letters(), partitions)
-        typer.echo(f"broker at {broker.bootstrap} with topics: {', '.join(topics.ALL)}")
-        # Blocked, the signals wait for sigwait; unblocked, SIGTERM would kill this process and orphan the
-        # broker. Blocked only now: the broker process inherits the mask and must still stop on SIGTERM.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
-
-
-@dev.command("judge-server")
-@clear_errors
-def dev_judge_server(
-    bench: Annotated[
-        list[Path], typer.Option(exists=True, dir_okay=False, help="Bench file whose ranks the judge knows (repeat).")
-    ],
-    noise: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of wrong answers.")] = 0.3,
-    seed: Annotated[int, typer.Option()] = 0,
-    port: Annotated[int, typer.Option(help="Port to listen on (0 = any free port).")] = 8090,
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    model: Annotated[str, typer.Option(help="The model name it answers as.")] = "simulated-judge",
-) -> None:
-    """A stand-in LLM judge: OpenAI chat completions answered from gold ranks with noise, until Ctrl-C."""
-    import signal
-    import threading
-
-    from cheems.formats.cheemsbench import read_bench
-    from services.annotation.simulation.judge import JudgeServer, SimulatedJudge, SimulatedJudgeConfig
-
-    items = [item for path in bench for item in read_bench(path)]
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    judge = SimulatedJudge(items, SimulatedJudgeConfig(noise=noise, seed=seed, model=model))
-    with JudgeServer(judge, host, port) as server:
-        typer.echo(f"judge server at {server.base_url}: model {model}, {len(items)} prompts, noise {noise}")
-        stop.wait()

@@ -62,14 +62,28 @@ def service_annotation(
         float, typer.Option(help="Share of triples annotated twice, by two different annotators (0 to 1).")
     ] = 0.0,
     double_seed: Annotated[int, typer.Option(help="Which triples --double-share picks.")] = 0,
+    rule_filter: Annotated[
+        bool, typer.Option(help="Keep abnormally long or mostly non-Chinese responses out of annotation.")
+    ] = True,
+    max_chars: Annotated[int, typer.Option(min=1, help="Rule filter: longer responses are not annotated.")] = 8000,
+    min_chinese_ratio: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Rule filter: fewer Chinese among letters is not annotated.")
+    ] = 0.3,
+    ratio_exempt: Annotated[
+        list[str] | None,
+        typer.Option(help="Rule filter: a category whose answers skip the Chinese ratio (repeat; paper: none)."),
+    ] = None,
     host: ListenHost = "127.0.0.1",
     intake_delay: Annotated[float, typer.Option(hidden=True, help="Tests: seconds to pause after each sample.")] = 0.0,
 ) -> None:
     """gRPC cheems.v1.AnnotationService with health, until SIGTERM. With --bootstrap: new samples
     (cheems.samples.v1) become triple-wise tasks, and annotations and rankings are published. With
     --http-port: the annotator's page (/annotate) and the admin overview (/admin) over HTTP. A prompt's
-    triples go to different annotators; --double-share gives a share of them a second task."""
+    triples go to different annotators; --double-share gives a share of them a second task. The rule filter
+    keeps abnormal responses out of tasks, each with its reason stored (`cheems status`, the admin overview)."""
     from services.annotation.algorithm.doubles import DoublingConfig
+    from services.annotation.algorithm.filters import FilterConfig
+    from services.annotation.config import TaskConfig
     from services.annotation.intake import IntakeConfig
     from services.annotation.server import serve
     from services.annotation.web.workbench import WorkbenchConfig
@@ -83,6 +97,8 @@ def service_annotation(
         doubling = DoublingConfig(share=double_share, seed=double_seed)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--double-share") from None
+    exempt = frozenset(ratio_exempt or ())
+    rules = FilterConfig(max_chars=max_chars, min_chinese_ratio=min_chinese_ratio, ratio_exempt=exempt)
     events = f", samples and events on {bootstrap}" if bootstrap else ""
 
     def ready(bound: int, http_bound: int | None) -> None:
@@ -90,7 +106,8 @@ def service_annotation(
         typer.echo(f"annotation: gRPC {host}:{bound}{events}{page}")
 
     web = WorkbenchConfig(lease_seconds=lease)
-    serve(db, HostConfig(port=port, host=host), ready, bootstrap, intake, http_port, web, doubling)
+    tasks = TaskConfig(rules if rule_filter else None, doubling)
+    serve(db, HostConfig(port=port, host=host), ready, bootstrap, intake, http_port, web, tasks)
 
 
 @service.command("judge")

@@ -24,7 +24,7 @@ from sqlalchemy.engine import Engine
 
 from cheems.credentials import hide_password
 from cheems.v1 import annotation_pb2, annotation_pb2_grpc, common_pb2
-from services.annotation.algorithm.doubles import DoublingConfig
+from services.annotation.config import TaskConfig
 from services.annotation.events import BrokerUnavailable, RelayConfig
 from services.annotation.intake import IntakeConfig, IntakeLoop, SampleIntake
 from services.annotation.service import AnnotationService, OpenTask
@@ -181,7 +181,7 @@ def serve(
     intake: IntakeConfig | None = None,
     http_port: int = -1,
     web: WorkbenchConfig | None = None,
-    doubling: DoublingConfig | None = None,
+    tasks: TaskConfig | None = None,
 ) -> None:
     """`cheems service annotation`: expects a migrated database (`cheems db upgrade`), runs until SIGTERM.
 
@@ -189,15 +189,15 @@ def serve(
     triple-wise tasks for new prompts (a thread; liveness follows its heartbeat). If the intake dies
     the process stops with BrokerUnavailable, to be restarted. With `http_port` >= 0 (0 = any free port)
     the annotator's page is served over HTTP on config.host (`web.app`), submitting through the same
-    service. `doubling`: the share of triples annotated twice. `on_ready(grpc port, http port or None)` runs
-    once the servers listen.
+    service. `tasks`: the rule filter's thresholds and the share of triples annotated twice.
+    `on_ready(grpc port, http port or None)` runs once the servers listen.
     """
     from services.store.db import StoreConfig, create_engine_for
 
     engine, intake, relay = create_engine_for(StoreConfig(db)), intake or IntakeConfig(), RelayConfig()
     try:
         publisher = Publisher(bootstrap, max_block_ms=int(relay.ack_timeout * 1000)) if bootstrap else None
-        service = AnnotationService(engine, publisher, relay, doubling)
+        service = AnnotationService(engine, publisher, relay, tasks)
         samples = SampleIntake(bootstrap, service, intake) if bootstrap else None
     except KafkaError as e:
         raise BrokerUnavailable(f"cannot reach the broker at {hide_password(bootstrap)}: {e!r}") from None

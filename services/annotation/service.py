@@ -10,7 +10,8 @@ outbox, so a broker outage never fails a submit): each newly stored annotation o
 cheems.annotations.v1, each stored ranking on cheems.rankings.v1, keyed by prompt id.
 
     service = AnnotationService(engine, Publisher("localhost:9092"))
-    [(task_id, keys), *_] = service.create_tasks(prompt_id)          # triples (and copies: `doubling`)
+    [(task_id, keys), *_] = service.create_tasks(prompt_id)          # triples of the responses the rule filter
+                                                                     # keeps (and copies: `config.TaskConfig`)
     service.submit("a1", prompt_id, "张三", "human", {"order": [["r1"], ["r2", "r3"]]}, [], task_id)
     service.close()                                                  # stops the event relay
 """
@@ -35,8 +36,11 @@ from cheems.formats.preference import write_preference
 from cheems.formats.responses import Response
 from services.annotation.algorithm.doubles import DoublingConfig, doubled
 from services.annotation.algorithm.export import preference_items
+from services.annotation.algorithm.filters import FilterConfig
+from services.annotation.algorithm.filters import reason as filter_reason
 from services.annotation.algorithm.protocol import triple_tasks
 from services.annotation.algorithm.resolve import Relation, Resolution, resolve
+from services.annotation.config import TaskConfig
 from services.annotation.events import EventRelay, RelayConfig, annotation_event, queue, ranking_event
 from services.annotation.files.annotations import relations_of
 from services.bus import topics
@@ -44,6 +48,7 @@ from services.bus.client import Publisher
 from services.store import repository
 from services.store.db import session_scope
 from services.store.errors import InvalidRecord, UnknownPrompt, UnknownTask
+from services.store.filtered import keep_passing
 from services.store.models import AnnotationTask, Prompt, Ranking
 from services.store.tasks import QueuedTask, lock_prompt, open_count, open_tasks
 
@@ -95,22 +100,22 @@ def known_keys(session: Session, prompt_id: str) -> set[str]:
 
 class AnnotationService:
     """`publisher`: announce stored changes (an `EventRelay` thread publishes them; `close()` stops it);
-    `doubling`: the share of triples that get a second, independent task (`algorithm.doubles`; default none)."""
+    `tasks`: how tasks are made: the rule filter first, then the share of triples doubled (`config.TaskConfig`)."""
 
     def __init__(
         self,
         engine: Engine,
         publisher: Publisher | None = None,
         relay: RelayConfig | None = None,
-        doubling: DoublingConfig | None = None,
+        tasks: TaskConfig | None = None,
     ) -> None:
-        self.engine, self.doubling = engine, doubling or DoublingConfig()
+        self.engine, self.tasks = engine, tasks or TaskConfig()
         self.relay = None if publisher is None else EventRelay(engine, publisher, relay or RelayConfig()).start()
 
     def create_tasks(self, prompt_id: str, group_size: int = 3) -> list[tuple[str, list[str]]]:
         """(task id, response keys) for the prompt: circular triples (group_size 3) or all pairs (2)."""
         with session_scope(self.engine) as session:
-            return _create_tasks(session, prompt_id, group_size, self.doubling)
+            return _create_tasks(session, prompt_id, group_size, self.tasks)
 
     def take_sample(
         self,
@@ -129,7 +134,7 @@ class AnnotationService:
             if not prompt_id or session.get(Prompt, prompt_id) is None:
                 args = (prompt, responses, category, system_prompt, source, None, history)
                 prompt_id, _ = repository.add_sample(session, *args)
-            return prompt_id, _create_tasks(session, prompt_id, group_size, self.doubling)
+            return prompt_id, _create_tasks(session, prompt_id, group_size, self.tasks)
 
     def submit(
         self,
@@ -267,16 +272,25 @@ class AnnotationService:
             return None if row is None else Resolved(dict(row.rank), row.conflicts, row.merged_nodes)
 
 
-def _create_tasks(
-    session: Session, prompt_id: str, group_size: int, doubling: DoublingConfig | None = None
-) -> list[tuple[str, list[str]]]:
+def _create_tasks(session: Session, prompt_id: str, group_size: int, config: TaskConfig) -> list[tuple[str, list[str]]]:
     if group_size not in KIND_OF_SIZE:
         raise InvalidRecord(f"group_size must be 2 or 3, got {group_size}")
-    keys = sorted(known_keys(session, prompt_id))
+    keys = sorted(_passing(session, prompt_id, config.rule_filter))
     groups = triple_tasks(keys) if group_size == 3 else [[a, b] for i, a in enumerate(keys) for b in keys[i + 1 :]]
     groups = [g for g in groups if len(g) == group_size]
     ids = repository.create_tasks(session, prompt_id, groups, KIND_OF_SIZE[group_size])
-    return _with_doubles(session, prompt_id, list(zip(ids, groups, strict=True)), group_size, doubling)
+    return _with_doubles(session, prompt_id, list(zip(ids, groups, strict=True)), group_size, config.doubling)
+
+
+def _passing(session: Session, prompt_id: str, rule_filter: FilterConfig | None) -> list[str]:
+    """The keys of the prompt's responses the rule filter keeps (all of them with no filter), verdicts stored."""
+    prompt = session.get(Prompt, prompt_id)
+    if prompt is None:
+        raise UnknownPrompt(f"unknown prompt {prompt_id!r}")
+    categories = list(prompt.category or [])
+    if rule_filter is None:
+        return keep_passing(session, prompt_id, lambda content: None)
+    return keep_passing(session, prompt_id, lambda content: filter_reason(content, categories, rule_filter))
 
 
 def _with_doubles(

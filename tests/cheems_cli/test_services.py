@@ -16,3 +16,17 @@ def test_annotation_refuses_a_double_share_outside_zero_to_one(share: str, tmp_p
     assert result.exit_code == 2, result.output
     assert "--double-share" in result.output and "double_share must be a number in [0, 1]" in result.output
     assert not db.exists()  # refused before the service opened its database
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("--min-chinese-ratio", "1.5"), ("--max-chars", "0"), ("--distant-margin", "-1")]
+)
+def test_rule_filter_and_distant_thresholds_out_of_range_are_refused(option: str, value: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    db = tmp_path / "never.db"
+    service = "training" if option.startswith("--distant") else "annotation"
+    command = ["service", service, "--db", f"sqlite:///{db}", "--port", "0"]
+    command += ["--data-dir", str(tmp_path)] if service == "training" else []
+    result = CliRunner().invoke(app, [*command, option, value], env={"TERMINAL_WIDTH": "1000"})
+    assert result.exit_code == 2, result.output
+    assert option in result.output and "Invalid value" in result.output
+    assert not db.exists()

@@ -1,4 +1,4 @@
-"""Rule-based response filter (paper section 4.1): abnormal length and excessive non-Chinese text.
+r"""Rule-based response filter (paper section 4.1): abnormal length and excessive non-Chinese text.
 
 The annotation service applies it to every sample before its tasks are made (a rejected response is stored
 with its reason and never annotated); `cheems annotate filter` applies it to bench files.
@@ -11,13 +11,18 @@ Defaults, and why (the paper names the two rules, not their thresholds):
   Chinese answer with English terms, names or formulas stays well above it, while code-switched or garbled
   answers (the paper's concern with some open models) fall below it;
 - code and maths: the paper applies the same rules to every prompt and accepts "lower accuracy for prompts
-  involving math or code" to keep recall high, so no category is exempt by default. `ratio_exempt` names
-  categories whose answers skip the ratio rule (e.g. {"代码", "数学"}), trading that recall for precision.
+  involving math or code" to keep recall high, so no category is exempt by default. The ratio is measured on the
+  prose (`prose_only`, default on): fenced code blocks, inline code and TeX maths ($...$, \(...\), \[...\]) are
+  not counted as non-Chinese text, since the paper's concern is code-switched or garbled language, and a Chinese
+  explanation around a code block is neither. Where the prose is under 20 letters (an answer that is all code)
+  the ratio is not judged. `prose_only=False` counts every letter (the bluntest rule, most recall);
+  `ratio_exempt` names categories whose answers skip the ratio rule entirely (e.g. {"代码", "数学"}).
 `reason(...)` states the broken rule with its threshold ("too_long>8000"), as the store keeps it.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +35,7 @@ class FilterConfig:
     min_chinese_ratio: float = 0.3
     min_letters: int = 20  # below this many letters the ratio is not judged
     ratio_exempt: frozenset[str] = frozenset()  # categories whose answers skip the ratio rule (paper: none)
+    prose_only: bool = True  # the ratio leaves out code blocks, inline code and TeX maths
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_chinese_ratio <= 1:
@@ -47,7 +53,22 @@ class FilterConfig:
             "min_chinese_ratio": self.min_chinese_ratio,
             "min_letters": self.min_letters,
             "ratio_exempt": sorted(self.ratio_exempt),
+            "prose_only": self.prose_only,
         }
+
+
+CODE_AND_MATH = re.compile(
+    r"```.*?(?:```|\Z)"  # fenced code (an unclosed fence runs to the end)
+    r"|`[^`\n]+`"  # inline code
+    r"|\$\$.+?\$\$|\$[^$\n]+\$"  # TeX display and inline maths
+    r"|\\\(.+?\\\)|\\\[.+?\\\]",
+    re.DOTALL,
+)
+
+
+def prose(text: str) -> str:
+    """The text without its fenced code blocks, inline code and TeX maths."""
+    return CODE_AND_MATH.sub(" ", text)
 
 
 def chinese_ratio(text: str) -> tuple[float, int]:
@@ -68,7 +89,7 @@ def reject_reason(text: str, category: str | None = None, config: FilterConfig =
         return "too_short"
     if len(text) > config.max_chars:
         return "too_long"
-    ratio, letters = chinese_ratio(text)
+    ratio, letters = chinese_ratio(prose(text) if config.prose_only else text)
     if category not in config.ratio_exempt and letters >= config.min_letters and ratio < config.min_chinese_ratio:
         return "non_chinese"
     return None

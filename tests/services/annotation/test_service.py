@@ -1,14 +1,18 @@
-"""AnnotationService on the store (SQLite and PostgreSQL), without a server: double annotation, where a share of
-a prompt's triples gets a second task (copy 1) and the prompt is resolved only once both copies are done."""
+"""AnnotationService on the store (SQLite and PostgreSQL), without a server: the rule filter before tasks are made
+(a rejected response is in no task, its reason stored), and double annotation, where a share of a prompt's
+triples gets a second task (copy 1) and the prompt is resolved only once both copies are done."""
 
 from __future__ import annotations
 
 from sqlalchemy import Engine, select
 
 from services.annotation.algorithm.doubles import DoublingConfig, doubled
+from services.annotation.algorithm.filters import FilterConfig
+from services.annotation.config import TaskConfig
 from services.annotation.service import AnnotationService
 from services.store import repository
 from services.store.db import session_scope
+from services.store.filtered import filtered
 from services.store.models import AnnotationTask
 
 RESPONSES = [(f"r{i}", f"第{i}个回答") for i in range(1, 6)]
@@ -19,7 +23,7 @@ def test_a_share_of_the_triples_gets_a_second_task_and_resolution_waits_for_it(e
         prompt, _ = repository.add_sample(session, "比较这五个回答", RESPONSES, ["推理"])
     assert len(AnnotationService(engine).create_tasks(prompt)) == 5  # no doubling by default
     config = DoublingConfig(share=0.5, seed=3)
-    service = AnnotationService(engine, doubling=config)
+    service = AnnotationService(engine, tasks=TaskConfig(doubling=config))
     tasks = service.create_tasks(prompt)
     originals, copies = tasks[:5], tasks[5:]
     assert [keys for tid, keys in originals if doubled(tid, config)] == [keys for _, keys in copies]
@@ -41,4 +45,47 @@ def test_a_share_of_the_triples_gets_a_second_task_and_resolution_waits_for_it(e
 def test_pairs_for_the_ai_judge_are_never_doubled(engine: Engine) -> None:
     with session_scope(engine) as session:
         prompt, _ = repository.add_sample(session, "两两比较", RESPONSES[:3], ["推理"])
-    assert len(AnnotationService(engine, doubling=DoublingConfig(share=1.0)).create_tasks(prompt, 2)) == 3
+    everything = TaskConfig(doubling=DoublingConfig(share=1.0))
+    assert len(AnnotationService(engine, tasks=everything).create_tasks(prompt, 2)) == 3
+
+
+GARBLED = "This response switched to English entirely and never came back to Chinese at all."
+CODE = (
+    "用内置函数即可：\n\n```python\ndef quick_sort(items):\n    return sorted(items)\n```\n平均复杂度 $O(n \\log n)$。"
+)
+
+
+def test_the_rule_filter_keeps_abnormal_responses_out_of_every_task(engine: Engine) -> None:
+    responses = [("r1", "第一个回答"), ("r2", GARBLED), ("r3", CODE), ("r4", "好" * 130), ("r5", "第五个回答")]
+    service = AnnotationService(engine, tasks=TaskConfig(rule_filter=FilterConfig(max_chars=120)))
+    prompt, tasks = service.take_sample("", "快速排序怎么写？", responses, ["代码"], None, "test", [], 3)
+    assert {k for _, keys in tasks for k in keys} == {"r1", "r3", "r5"}  # code in a Chinese answer is kept
+    assert len(tasks) == 1 and len(service.create_tasks(prompt, 2)) == 3  # the AI judge's pairs too
+    with session_scope(engine) as session:
+        assert [(f.key, f.reason) for f in filtered(session, prompt)] == [
+            ("r2", "non_chinese<0.3"),
+            ("r4", "too_long>120"),
+        ]
+        assert repository.responses_for(session, prompt)["r2"] == GARBLED  # stored, only not annotated
+    service.submit("a1", prompt, "甲", "human", {"order": [["r1"], ["r3"], ["r5"]]}, [], tasks[0][0])
+    assert set(service.resolve(prompt).rank) == {"r1", "r3", "r5"}  # (the pairs are still open)
+
+
+def test_the_rule_filter_is_on_by_default_and_can_be_turned_off(engine: Engine) -> None:
+    responses = [("r1", "第一个回答"), ("r2", GARBLED), ("r3", "第三个回答"), ("r4", "第四个回答")]
+    prompt, tasks = AnnotationService(engine).take_sample("", "问题", responses, [], None, "test", [], 3)
+    assert "r2" not in {k for _, keys in tasks for k in keys}
+    unfiltered = AnnotationService(engine, tasks=TaskConfig(rule_filter=None))
+    assert "r2" in {k for _, keys in unfiltered.create_tasks(prompt) for k in keys}
+    with session_scope(engine) as session:
+        assert filtered(session, prompt) == []  # the verdicts follow the rules in force
+
+
+def test_a_prompt_left_with_fewer_than_two_responses_gets_no_task(engine: Engine) -> None:
+    service = AnnotationService(engine)
+    prompt, tasks = service.take_sample(
+        "", "问题", [("r1", "好的回答"), ("r2", GARBLED), ("r3", " ")], [], None, "t", [], 3
+    )
+    assert tasks == [] and service.open_tasks(prompt) == []
+    with session_scope(engine) as session:
+        assert {f.key: f.reason for f in filtered(session, prompt)} == {"r2": "non_chinese<0.3", "r3": "too_short<1"}

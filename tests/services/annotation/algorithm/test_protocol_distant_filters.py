@@ -10,7 +10,7 @@ import pytest
 from cheems.formats.cheemsbench import BenchItem, read_bench, write_bench
 from cheems.formats.responses import Response
 from services.annotation.algorithm.distant import distant_supervision, length_debias
-from services.annotation.algorithm.filters import FilterConfig, chinese_ratio, reason, reject_reason
+from services.annotation.algorithm.filters import FilterConfig, chinese_ratio, prose, reason, reject_reason
 from services.annotation.algorithm.protocol import pairs_covered, triple_tasks
 from services.annotation.algorithm.resolve import Relation
 from services.annotation.files.commands import filter_bench
@@ -77,6 +77,19 @@ def test_filter_rules() -> None:
         FilterConfig(min_chinese_ratio=2)
     with pytest.raises(ValueError, match="min_letters"):
         FilterConfig(min_letters=-1)
+
+
+def test_the_ratio_is_measured_on_the_prose() -> None:
+    """Code blocks, inline code and TeX maths are not code-switching; what is left of the prose is judged."""
+    answer = "用内置函数：\n```python\ndef quick_sort(items):\n    return sorted(items)\n```\n"
+    answer += "复杂度 $O(n \\log n)$，调用 `quick_sort(xs)`。"
+    assert prose(answer).split() == ["用内置函数：", "复杂度", "，调用", "。"]
+    assert reject_reason(answer) is None
+    assert reject_reason(answer, config=FilterConfig(prose_only=False)) == "non_chinese"  # every letter counted
+    assert prose(r"设 \(x^2\) 与 \[y = mx\] 和 $$a+b$$ 止 ```never closed") == "设   与   和   止  "
+    switched = "答案如下 but then the answer switched into English for the whole rest of it"
+    assert reject_reason(switched + " `code`") == "non_chinese"  # code-switched prose is still caught
+    assert reject_reason("```\nprint('only code, no prose around it at all')\n```") is None  # too little prose
 
 
 def test_the_stored_reason_names_the_threshold() -> None:

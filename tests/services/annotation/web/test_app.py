@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from services.annotation.algorithm.doubles import DoublingConfig
+from services.annotation.config import TaskConfig
 from services.annotation.service import AnnotationService
 from services.annotation.web.app import create_app
 from services.annotation.web.workbench import Workbench, WorkbenchConfig
@@ -209,7 +210,7 @@ def test_a_prompts_triples_go_to_different_annotators_on_the_page(site: Any) -> 
 
 
 def test_doubled_triples_go_to_two_annotators_and_their_agreement_is_on_the_overview(engine: Engine) -> None:
-    service, clock = AnnotationService(engine, doubling=DoublingConfig(share=1.0)), Clock()
+    service, clock = AnnotationService(engine, tasks=TaskConfig(doubling=DoublingConfig(share=1.0))), Clock()
     with serve_asgi(create_app(Workbench(service, WorkbenchConfig(lease_seconds=60), clock))) as base:
         tokens = add_people(service, "甲", "乙", "丙", admin="组长")
         prompt_id = add_prompt(service, "第八题")  # one triple, and its copy

@@ -10,7 +10,8 @@
                                             withheld counts the free triples left for other annotators
     POST /api/tasks/{task_id}/annotation    {"annotation_id", "order": [[id, ...], ...], "discarded": [id]}
                                             -> {"created": bool, "message"}; created false: already stored
-    GET  /api/overview                      admins: {"annotators": [ROW], "open_tasks", "free_tasks", "doubles"}
+    GET  /api/overview                      admins: {"annotators": [ROW], "open_tasks", "free_tasks", "doubles",
+                                            "rule_filtered"}
 
     TASK = {"task_id", "prompt_id", "prompt", "prompt_html", "system_prompt", "history": [{"role", "content",
             "html"}], "category", "source", "responses": [{"id", "label" (A, B, C), "content", "html"}]}
@@ -18,6 +19,8 @@
             "on_cycles", "cycle_share"}   (agreement / cycle_share null before there is anything to measure)
     doubles = {"triples", "compared", "agreeing", "agreement", "target", "pairs": [{"annotators": [a, b],
                "triples", "compared", "agreeing", "agreement"}]}: the doubled triples with both copies annotated
+    rule_filtered = {"counts": {reason: n}, "newest": [{"prompt_id", "response", "reason", "excerpt"}]}: the
+               responses the rule filter kept out of annotation ("too_long>8000", "non_chinese<0.3", ...)
 
 Every /api call takes `authorization: Bearer <token>` (`cheems annotators add NAME` prints one). Errors are
 JSON {"error", "reason"}: 401 no or wrong token, 403 not an admin / a task not given to you, 400 a body or
@@ -46,11 +49,13 @@ from services.annotation.service import OpenTask
 from services.annotation.web import pages
 from services.annotation.web.form import InvalidForm
 from services.annotation.web.workbench import AnnotatorRow, Person, Workbench
+from services.store.filtered import FilteredResponse
 from services.web import error_response, json_error, read_json, render_markdown, static_mount
 
 log = logging.getLogger(__name__)
 TASK_ID = re.compile(r"^[0-9a-f]{64}$")  # task ids are sha256 hex (store.validate.task_id_for)
 MAX_BODY = 64 * 1024  # a ranking is a few hundred bytes
+EXCERPT = 120  # characters of a filtered response the overview shows
 LABELS = "ABCDEFGHIJ"
 
 
@@ -100,6 +105,12 @@ def agreement_json(figures: Agreement) -> dict[str, Any]:
 def doubles_json(figures: DoubleAgreement) -> dict[str, Any]:
     pairs = [{"annotators": list(names), **agreement_json(a)} for names, a in figures.by_pair.items()]
     return {**agreement_json(figures), "target": TARGET, "pairs": pairs}
+
+
+def filtered_json(response: FilteredResponse) -> dict[str, Any]:
+    """A response the rule filter kept out, as the overview lists it (its text cut to EXCERPT characters)."""
+    cut = response.content[:EXCERPT] + ("…" if len(response.content) > EXCERPT else "")
+    return {"prompt_id": response.prompt_id, "response": response.key, "reason": response.reason, "excerpt": cut}
 
 
 def bearer(request: Request) -> str | None:
@@ -159,7 +170,10 @@ def create_app(bench: Workbench) -> Starlette:
         view = await run_in_threadpool(bench.overview, await person(request))
         rows = [row_json(r) for r in view.annotators]
         counts = {"open_tasks": view.open_tasks, "free_tasks": view.free_tasks}
-        return JSONResponse({"annotators": rows, **counts, "doubles": doubles_json(view.doubles)})
+        filtered = {"counts": view.rule_filtered, "newest": [filtered_json(f) for f in view.filtered]}
+        return JSONResponse(
+            {"annotators": rows, **counts, "doubles": doubles_json(view.doubles), "rule_filtered": filtered}
+        )
 
     async def health(request: Request) -> Response:
         try:

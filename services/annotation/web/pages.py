@@ -111,6 +111,17 @@ WORDS = Catalog(
             "No doubled triple has both copies annotated yet (cheems service annotation --double-share turns "
             "double annotation on).",
         ),
+        "filtered_title": ("规则过滤", "Rule filter"),
+        "filtered_none": (
+            "没有回答被规则过滤（过长、空白或中文比例过低的回答不进入标注任务）。",
+            "No response was kept out by the rule filter (overlong, empty or mostly non-Chinese responses get "
+            "no task).",
+        ),
+        "filtered_summary": ("未进入标注任务的回答：", "Responses kept out of annotation: "),
+        "col_prompt": ("提示", "Prompt"),
+        "col_response": ("回答", "Response"),
+        "col_reason": ("规则", "Rule"),
+        "col_excerpt": ("开头", "Beginning"),
         "below_target": ("低于目标", "below target"),
         "col_pair": ("标注员组合", "Annotator pair"),
         "col_triples": ("三元组", "Triples"),
@@ -206,7 +217,9 @@ def admin_body(lang: str) -> str:
         + '<p id="queue"></p><table class="data" id="annotators"><thead></thead><tbody></tbody></table>'
         f'<p class="muted">{escape(w["overview_help"])}</p>'
         f'<section id="doubles"><h3>{escape(w["doubles_title"])}</h3><p id="doubles-summary"></p>'
-        '<table class="data hidden" id="pairs"><thead></thead><tbody></tbody></table></section></section>'
+        '<table class="data hidden" id="pairs"><thead></thead><tbody></tbody></table></section>'
+        f'<section id="rule-filter"><h3>{escape(w["filtered_title"])}</h3><p id="filtered-summary"></p>'
+        '<table class="data hidden" id="filtered"><thead></thead><tbody></tbody></table></section></section>'
         + json_script("words", w)
     )
 

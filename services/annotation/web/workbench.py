@@ -33,8 +33,11 @@ from services.annotation.web.form import parse_form
 from services.store import annotators as accounts
 from services.store.db import session_scope
 from services.store.errors import TaskClosed
+from services.store.filtered import FilteredResponse, filtered, reason_counts
 from services.store.models import Annotation, AnnotationTask
 from services.web.errors import Forbidden, Unauthenticated
+
+FILTERED_SHOWN = 50  # the overview's list of responses the rule filter kept out
 
 
 class StaleTask(errors.Conflict):
@@ -84,6 +87,8 @@ class Overview:
     open_tasks: int  # open triple-wise tasks
     free_tasks: int  # of which nobody holds
     doubles: DoubleAgreement  # agreement of the two annotations of each doubled triple
+    rule_filtered: dict[str, int]  # responses the rule filter kept out of annotation, by reason
+    filtered: list[FilteredResponse]  # the newest of them (FILTERED_SHOWN at most)
 
 
 def utcnow() -> datetime:
@@ -154,11 +159,12 @@ class Workbench:
             judgments = [judgment(a) for a in stored]
             doubles = double_agreement([(judgment(a), judgment(b)) for a, b in accounts.doubled_annotations(session)])
             open_tasks, free_tasks = accounts.queue_size(session, self.clock(), self.lease)
+            rule_filtered, newest = reason_counts(session), filtered(session, limit=FILTERED_SHOWN)
         figures = annotator_quality(judgments, rankings)
         rows = [AnnotatorRow(p.name, True, p.admin, p.active, held.get(p.name, 0), figures.get(p.name)) for p in people]
         known = {p.name for p in people}
         rows += [AnnotatorRow(n, False, False, False, 0, q) for n, q in figures.items() if n not in known]
-        return Overview(sorted(rows, key=lambda r: r.name), open_tasks, free_tasks, doubles)
+        return Overview(sorted(rows, key=lambda r: r.name), open_tasks, free_tasks, doubles, rule_filtered, newest)
 
 
 def judgment(annotation: Annotation) -> Judgment:

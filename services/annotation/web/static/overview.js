@@ -1,6 +1,7 @@
 // The admin overview: per annotator, tasks held and done, agreement with the resolved rankings and the share of
 // annotations on cycles; flags the ones to look at; the agreement of double annotation (overall and per pair of
-// annotators) against the paper's target. Data from GET /api/overview (admins only).
+// annotators) against the paper's target; the responses the rule filter kept out of annotation, with the rule each
+// broke. Data from GET /api/overview (admins only).
 "use strict";
 (function () {
   const TOKEN_KEY = "cheems.annotator.token";
@@ -58,6 +59,26 @@
     $("annotators").querySelector("tbody").replaceChildren(...rows);
     $("queue").textContent = words.queue + data.open_tasks + "　" + words.queue_free + data.free_tasks;
     renderDoubles(data.doubles);
+    renderFiltered(data.rule_filtered);
+  }
+
+  function renderFiltered(filtered) {
+    const counts = Object.entries(filtered.counts).map(([reason, n]) => reason + " × " + n).join("，");
+    $("filtered-summary").textContent = counts ? words.filtered_summary + counts : words.filtered_none;
+    const head = document.createElement("tr");
+    for (const key of ["col_prompt", "col_response", "col_reason", "col_excerpt"]) {
+      const th = document.createElement("th");
+      th.textContent = words[key];
+      head.append(th);
+    }
+    $("filtered").querySelector("thead").replaceChildren(head);
+    $("filtered").querySelector("tbody").replaceChildren(...filtered.newest.map((row) => {
+      const tr = document.createElement("tr");
+      tr.dataset.reason = row.reason;
+      tr.append(cell(row.prompt_id.slice(0, 12)), cell(row.response), cell(row.reason), cell(row.excerpt));
+      return tr;
+    }));
+    show("filtered", filtered.newest.length > 0);
   }
 
   function renderDoubles(doubles) {

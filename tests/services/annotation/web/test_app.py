@@ -209,6 +209,21 @@ def test_a_prompts_triples_go_to_different_annotators_on_the_page(site: Any) -> 
     assert call(base, "GET", "/api/tasks/next", tokens["甲"])[1]["task"]["prompt_id"] == added
 
 
+def test_the_overview_lists_what_the_rule_filter_kept_out(site: Any) -> None:
+    base, service, _ = site
+    tokens = add_people(service, "甲", admin="组长")
+    garbled = "Sorry, this answer drifted into English and stayed there for the whole reply. " * 2
+    add_prompt(service, "第六题", [("r1", "一"), ("r2", garbled), ("r3", "三"), ("r4", "四")])
+    status, view = call(base, "GET", "/api/overview", tokens["组长"])
+    assert status == 200 and view["rule_filtered"]["counts"] == {"non_chinese<0.3": 1}
+    [row] = view["rule_filtered"]["newest"]
+    assert (row["response"], row["reason"]) == ("r2", "non_chinese<0.3")
+    assert row["excerpt"] == garbled[:120] + "…"
+    assert call(base, "GET", "/api/overview", tokens["甲"])[0] == 403  # admins only, as the rest of it
+    task = call(base, "GET", "/api/tasks/next", tokens["甲"])[1]["task"]
+    assert "r2" not in {r["id"] for r in task["responses"]}  # never shown to an annotator
+
+
 def test_doubled_triples_go_to_two_annotators_and_their_agreement_is_on_the_overview(engine: Engine) -> None:
     service, clock = AnnotationService(engine, tasks=TaskConfig(doubling=DoublingConfig(share=1.0))), Clock()
     with serve_asgi(create_app(Workbench(service, WorkbenchConfig(lease_seconds=60), clock))) as base:

@@ -260,9 +260,15 @@ def test_the_admin_overview_shows_every_annotator_and_flags_the_careless(
     assert rows["张三"].locator("td.agreement").inner_text() == "100.0%"
     assert "待标注三元组任务：1" in page.inner_text("#queue")
     assert "尚无两份都已完成的双份三元组" in page.inner_text("#doubles-summary") and not page.is_visible("#pairs")
+    assert "没有回答被规则过滤" in page.inner_text("#filtered-summary") and not page.is_visible("#filtered")
     double(site, "双人标注的题。", {"双甲": [["r1"], ["r2"], ["r3"]], "双乙": [["r2"], ["r1"], ["r3"]]})
+    garbled = "This reply forgot the question was Chinese and rambled on in English throughout."
+    site.service.take_sample("", "规则过滤的题。", [("r1", "一"), ("r2", garbled), ("r3", "三")], [], None, "t", [], 3)
     page.reload()
     page.wait_for_selector("#pairs tbody tr")
+    assert page.inner_text("#filtered-summary") == "未进入标注任务的回答：non_chinese<0.3 × 1"
+    [filtered_row] = page.locator("#filtered tbody tr").all_inner_texts()
+    assert filtered_row.split("\t")[1:] == ["r2", "non_chinese<0.3", garbled]
     summary = page.inner_text("#doubles-summary")
     assert "两份都已完成的双份三元组：1" in summary and "一致率：66.7%（论文目标 90.0%）" in summary
     assert "低于目标" in summary

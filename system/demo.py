@@ -30,6 +30,7 @@ import grpc
 from cheems.errors import DeadlineExceeded
 from cheems.v1 import common_pb2, ingestion_pb2, ingestion_pb2_grpc, reward_pb2, reward_pb2_grpc
 from services import hosting
+from services.annotation.algorithm.filters import FilterConfig, reason
 from services.bus import topics
 from services.channels import open_channel
 from services.ingestion.records import read_samples
@@ -73,13 +74,14 @@ def run_demo(config: DemoConfig, echo: Callable[[str], None]) -> dict[str, float
     """Run the demo; returns {model id: CheemsBench overall} of the models it trained."""
     began = time.monotonic()
     open_bench, human_bench = config.sample / "open.jsonl", config.sample / "human.jsonl"
+    people_rank = annotatable(open_bench)  # the rule filter leaves some prompts too few responses for a triple
     system = SystemConfig(
         data_dir=config.out,
         bench=(open_bench, human_bench),
         judge_url="",  # set below, once the simulated judge listens
         ai_sources="human.jsonl",
         human_sources="open.jsonl",
-        auto_after=18,
+        auto_after=people_rank,
         dataset_recipe="human+ai-distant-debias",
         training_overrides=(f"epochs={config.epochs}", "eval_files=[]", "progress=false"),
         ports_from=config.ports_from,
@@ -129,7 +131,7 @@ def run_demo(config: DemoConfig, echo: Callable[[str], None]) -> dict[str, float
         humans += ["--idle-seconds", "30"]  # tasks arrive through the intake while the annotators work
         children.append(_child(config, humans, config.out / "logs" / "annotators.log"))
         if config.trainings == 2:
-            _wait(lambda: len(timeline.of(topics.RANKINGS)) >= 18, deadline, "the human rankings")
+            _wait(lambda: len(timeline.of(topics.RANKINGS)) >= people_rank, deadline, "the human rankings")
             _ingest(ingestion, human_bench)
         scorer = f"127.0.0.1:{system.port(hosting.SCORER_GRPC_PORT)}"
         results = _follow(timeline, scorer, config.trainings, deadline, lambda line: timeline.line("scorer", line))
@@ -142,6 +144,14 @@ def run_demo(config: DemoConfig, echo: Callable[[str], None]) -> dict[str, float
         for child in children:
             child.terminate()
             child.wait(10)
+
+
+def annotatable(path: Path) -> int:
+    """How many of the file's prompts get triple-wise tasks: those with three or more responses the annotation
+    service's rule filter (its defaults, as the demo runs it) keeps."""
+    rules = FilterConfig()
+    kept = [sum(reason(c, list(s.category), rules) is None for _, c in s.responses) for s in read_samples(path).samples]
+    return sum(n >= 3 for n in kept)
 
 
 def _child(config: DemoConfig, args: list[str], log: Path) -> subprocess.Popen[bytes]:

@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from system.demo import annotatable
+
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
 ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "data" / "sample" / "open.jsonl"
 
 
 def free_block(size: int = 100) -> int:
@@ -56,7 +59,8 @@ def test_the_demo_runs_the_loop_through_the_services_and_stops_everything(tmp_pa
          "--timeout", "0.5"], capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     report = json.loads(status.stdout)
-    assert report["samples"] == 18 and report["annotations"] > 0 and report["rankings"] == 18
+    assert report["samples"] == 18 and report["annotations"] > 0 and report["rankings"] == annotatable(SAMPLE)
+    assert sum(report["rule_filtered"].values()) > 0  # the sample's garbled responses were never annotated
     assert len(report["datasets"]) >= 1 and len(report["models"]) == 1
     [done] = [r for r in report["eval_runs"] if r["state"] == "done"]
     assert done["model_id"] == report["models"][0]["id"] and 0 <= done["overall"] <= 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -49,6 +50,9 @@ def test_two_models_in_one_server_unloaded_one_at_a_time(
         triton.add("rm-one", model_of(tiny_model), False, lambda url: backends["one"].reconnect(url))
         os.kill(pid, signal.SIGKILL)  # tritonserver dies hard
         tree = processes.tree(pid)
+        deadline = time.monotonic() + 30  # the kill takes effect once the process is reaped (slower under load)
+        while triton.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert not triton.alive()
         url = triton.restart()  # a new server with both models; each backend told the new address
         assert triton.pid not in (None, pid) and triton.alive()

@@ -2,6 +2,7 @@
 
     except CheemsError as e:
         abort(context, e)   # status from STATUS, the message, and trailing metadata cheems-error-reason
+    error_reason(rpc_error)   # on the client: that word ("" when the server sent none)
 
 Clients decide on retries from the status and the `cheems-error-reason` word, never from message text.
 """
@@ -36,3 +37,12 @@ def abort(context: grpc.ServicerContext, error: errors.CheemsError) -> NoReturn:
     context.set_trailing_metadata(((REASON_KEY, error.reason),))
     context.abort(status_of(error), str(error))
     raise AssertionError("context.abort raises")
+
+
+def error_reason(error: grpc.RpcError) -> str:
+    """The server's `cheems-error-reason` for a failed call; "" when it sent none (an error of gRPC itself)."""
+    read = getattr(error, "trailing_metadata", None)
+    for key, value in (read() if callable(read) else None) or ():
+        if key == REASON_KEY:
+            return value.decode() if isinstance(value, bytes) else str(value)
+    return ""

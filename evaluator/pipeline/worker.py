@@ -40,7 +40,8 @@ from evaluator.errors import WorkerStopped, WrongModel
 from evaluator.pipeline.score_batch import match_replies, model_not_served, one_by_one, refused, score_event
 from services.bus import topics
 from services.bus.client import JOIN_WAIT_MS, Delivery, EventConsumer, Publisher
-from services.scorer.client import RewardClient, chunks, error_reason
+from services.grpc_errors import error_reason
+from services.scorer.client import RewardClient, chunks
 
 log = logging.getLogger(__name__)
 WORKER_GROUP = "cheems-score-workers"

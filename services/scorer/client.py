@@ -23,7 +23,7 @@ import grpc
 
 from cheems.v1 import common_pb2, reward_pb2, reward_pb2_grpc
 from services.channels import open_aio_channel, open_channel
-from services.grpc_errors import REASON_KEY
+from services.grpc_errors import error_reason
 
 DEFAULT_MAX_RESPONSES = 64  # per ScoreBatch item, when the server does not say
 MAX_ITEMS = 64  # items per ScoreBatch call sent by the reward function
@@ -49,15 +49,6 @@ def _request(
     return reward_pb2.ScoreRequest(
         prompt=prompt, responses=list(responses), system_prompt=system_prompt, history=turns, model=model
     )
-
-
-def error_reason(error: grpc.RpcError) -> str:
-    """The server's `cheems-error-reason` for a failed call; "" when it sent none (an error of gRPC itself)."""
-    read = getattr(error, "trailing_metadata", None)
-    for key, value in (read() if callable(read) else None) or ():
-        if key == REASON_KEY:
-            return value.decode() if isinstance(value, bytes) else str(value)
-    return ""
 
 
 def _retryable(error: grpc.RpcError) -> bool:

@@ -30,7 +30,7 @@ from cheems.errors import InvalidInput, Unavailable
 from cheems.v1 import training_pb2
 from evaluator.metrics import EvalResult
 from evaluator.report import from_json
-from services.grpc_errors import REASON_KEY
+from services.grpc_errors import error_reason
 from trainer.ablation import AblationConfig, Run, Score, plan
 from trainer.datasets.recipes import HUMAN_RECIPE, dataset_recipe
 from trainer.service.progress import METADATA
@@ -41,12 +41,6 @@ RUNNING = (State.TRAINING_STATE_PENDING, State.TRAINING_STATE_RUNNING)
 CALL_TIMEOUT = 60.0  # seconds for a call that only reads the store
 # codes of CreateDataset that concern one recipe (its row says why), not the whole ablation
 RECIPE_CODES = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND)
-
-
-def reason_of(error: grpc.RpcError) -> str:
-    """The error's `cheems-error-reason` word (empty when the server sent none)."""
-    metadata = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
-    return next((str(v) for k, v in (metadata or ()) if k == REASON_KEY), "")
 
 
 def unavailable(error: grpc.RpcError, what: str) -> Unavailable:
@@ -82,7 +76,7 @@ def train_recipe(
         dataset = stub.CreateDataset(training_pb2.CreateDatasetRequest(recipe=recipe, supervisor=supervisor))
     except grpc.RpcError as e:
         if e.code() in RECIPE_CODES:
-            return Run(recipe, seed, supervisor=supervisor, error=e.details() or reason_of(e))
+            return Run(recipe, seed, supervisor=supervisor, error=e.details() or error_reason(e))
         raise unavailable(e, f"CreateDataset({recipe})") from None
     run = Run(recipe, seed, dataset.dataset_id, dataset.pairs, dataset.supervisor_model_id)
     overrides = {**config.overrides, "eval_files": json.dumps(list(config.bench)), "seed": str(seed)}

@@ -19,7 +19,8 @@ from sqlalchemy import Engine
 
 from cheems.v1 import reward_pb2, reward_pb2_grpc, training_pb2
 from services.bus.broker import EmbeddedBroker
-from services.scorer.client import RewardClient, error_reason
+from services.grpc_errors import error_reason
+from services.scorer.client import RewardClient
 from services.scorer.config import ScorerConfig
 from services.scorer.runtime import ScorerServer
 from services.store import lifecycle

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cheems_cli.options import DatabaseUrl, clear_errors, from_settings
+from cheems_cli.options import DatabaseUrl, clear_errors, from_settings, key_values
 
 if TYPE_CHECKING:
     from trainer.ablation import AblationConfig, Row, Run
@@ -67,8 +67,8 @@ def ablation_command(
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise typer.BadParameter(f"not a file: {', '.join(missing)}", param_hint="--bench")
+    overrides = key_values(set_)
     try:
-        overrides = dict(_pair(kv) for kv in set_ or [])
         config = AblationConfig(
             bench=tuple(str(f.resolve()) for f in files),  # the training processes may run elsewhere
             recipes=tuple(split([recipes])),
@@ -92,13 +92,6 @@ def ablation_command(
     if chart:
         _write_chart(chart, rows, subsets)
         typer.echo(f"wrote {chart}")
-
-
-def _pair(kv: str) -> tuple[str, str]:
-    key, sep, value = kv.partition("=")
-    if not sep or not key.strip():
-        raise ValueError(f"--set: expected key=value, got {kv!r}")
-    return key.strip(), value
 
 
 @contextmanager

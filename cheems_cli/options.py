@@ -162,6 +162,17 @@ def required(value: str, option: str) -> str:
     return value
 
 
+def key_values(assignments: list[str] | None, option: str = "--set") -> dict[str, str]:
+    """Repeated `key=value` options as a dict (later ones win); a usage error names one without `=` or a key."""
+    pairs = {}
+    for kv in assignments or []:
+        key, sep, value = kv.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected key=value, got {kv!r}", param_hint=option)
+        pairs[key.strip()] = value
+    return pairs
+
+
 # error kind -> exit code: 2 = the input or the request (as for a usage error), 3 = a dependency
 # (broker, scorer, Triton) could not serve; retrying later may work; 1 = anything else we raised.
 EXIT_CODES: list[tuple[type[BaseException], int]] = [

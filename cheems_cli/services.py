@@ -20,6 +20,7 @@ from cheems_cli.options import (
     ScorerUrl,
     clear_errors,
     from_settings,
+    key_values,
     required,
     secret_option,
 )
@@ -347,12 +348,6 @@ def service_training(
     from trainer.service.server import serve
     from trainer.service.trainings import check_request
 
-    def pair(kv: str) -> tuple[str, str]:
-        if "=" not in kv:
-            raise typer.BadParameter(f"expected key=value, got {kv!r}", param_hint="--set")
-        key, value = kv.split("=", 1)
-        return key.strip(), value
-
     try:
         config = TrainingConfig(
             data_dir=required(data_dir, "CHEEMS_DATA_DIR"),
@@ -371,7 +366,7 @@ def service_training(
             nodes=nodes,
             workload=workload,
             job_manifest=job_manifest,
-            overrides=dict(pair(kv) for kv in set_ or []),
+            overrides=key_values(set_),
         )
         check_request(config.recipe, dict(config.overrides))
     except ValueError as e:

@@ -111,3 +111,10 @@ def test_an_unknown_recipe_is_refused_naming_the_valid_ones(tmp_path: Path) -> N
 def test_a_missing_bench_file_is_refused(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["ablation", "--bench", str(tmp_path / "none.jsonl")])
     assert result.exit_code == 2 and "not a file" in result.output
+
+
+def test_a_set_option_without_key_and_value_is_refused(tmp_path: Path) -> None:
+    args = ["ablation", "--bench", bench(tmp_path), "--db", f"sqlite:///{tmp_path / 'x.db'}", "--set", "epochs"]
+    result = CliRunner().invoke(app, args, env={"TERMINAL_WIDTH": "1000"})
+    assert result.exit_code == 2 and "--set" in result.output and "expected key=value" in result.output
+    assert not (tmp_path / "x.db").exists()

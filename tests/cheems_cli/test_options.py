@@ -7,7 +7,7 @@ import typer
 from typer.testing import CliRunner
 
 from cheems import errors
-from cheems_cli.options import DatabaseUrl, clear_errors, exit_code
+from cheems_cli.options import DatabaseUrl, clear_errors, exit_code, key_values
 
 
 @pytest.mark.parametrize(
@@ -51,3 +51,16 @@ def test_a_settings_option_reads_env_then_default(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("CHEEMS_DATABASE_URL", "sqlite:///other.db")
     assert CliRunner().invoke(app, []).output.strip() == "sqlite:///other.db"
     assert CliRunner().invoke(app, ["--db", "sqlite:///given.db"]).output.strip() == "sqlite:///given.db"
+
+
+def test_key_values_of_repeated_set_options() -> None:
+    assert key_values(["epochs=2", " lr =1e-5", "eval_files=[a=b]", "epochs=3"]) == {
+        "epochs": "3",  # the later one wins
+        "lr": "1e-5",
+        "eval_files": "[a=b]",  # only the first = splits
+    }
+    assert key_values(None) == {}
+    for bad in ("epochs", "=2", " =2"):
+        with pytest.raises(typer.BadParameter, match=rf"expected key=value, got {bad!r}") as info:
+            key_values([bad])
+        assert info.value.param_hint == "--set"

@@ -30,3 +30,11 @@ def test_rule_filter_and_distant_thresholds_out_of_range_are_refused(option: str
     assert result.exit_code == 2, result.output
     assert option in result.output and "Invalid value" in result.output
     assert not db.exists()
+
+
+def test_training_refuses_a_set_option_without_key_and_value(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    db = tmp_path / "never.db"
+    command = ["service", "training", "--db", f"sqlite:///{db}", "--port", "0", "--data-dir", str(tmp_path)]
+    result = CliRunner().invoke(app, [*command, "--set", "epochs"], env={"TERMINAL_WIDTH": "1000"})
+    assert result.exit_code == 2 and "--set" in result.output and "expected key=value" in result.output
+    assert not db.exists()

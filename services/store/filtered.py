@@ -3,6 +3,7 @@
     keys = keep_passing(session, prompt_id, lambda content: reason(content, categories, config))
     filtered(session)          # [FilteredResponse(prompt_id, key, reason, content), ...], newest prompts first
     reason_counts(session)     # {"non_chinese<0.3": 12, ...}
+    reasons_by_prompt(session) # {prompt id: {response key: reason}}, texts not read
 
 A response whose `filter_reason` is NULL is kept (annotated); one with a reason is never put in a task. The
 verdict is stored again each time tasks are made for the prompt (the same rules give the same verdict, so
@@ -55,6 +56,15 @@ def filtered(session: Session, prompt_id: str | None = None, limit: int = 1000) 
         query = query.where(Response.prompt_id == prompt_id)
     query = query.order_by(Prompt.created_at.desc(), Response.prompt_id, Response.id).limit(limit)
     return [FilteredResponse(p, k, str(r), c) for p, k, r, c in session.execute(query)]
+
+
+def reasons_by_prompt(session: Session) -> dict[str, dict[str, str]]:
+    """{prompt id: {response key: reason}} of every response the rule filter kept out of annotation."""
+    query = select(Response.prompt_id, Response.response_key, Response.filter_reason)
+    out: dict[str, dict[str, str]] = {}
+    for prompt_id, key, reason in session.execute(query.where(Response.filter_reason.is_not(None))):
+        out.setdefault(prompt_id, {})[key] = str(reason)
+    return out
 
 
 def reason_counts(session: Session, prompt_ids: list[str] | None = None) -> dict[str, int]:

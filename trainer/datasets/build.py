@@ -23,6 +23,7 @@ import hashlib
 import logging
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +44,7 @@ from services.bus import topics
 from services.bus.client import Publisher
 from services.store import registry, repository
 from services.store.db import session_scope
-from services.store.filtered import filtered, reason_counts
+from services.store.filtered import reasons_by_prompt
 from services.store.models import Dataset, RegisteredModel
 from trainer.datasets.recipes import (
     HUMAN_RECIPE,
@@ -104,17 +105,14 @@ class DatasetOptions:
             raise ValueError(f"score_max_length must be >= 1, got {self.score_max_length}")
 
 
-def annotated_prompts(session: Session) -> list[AnnotatedPrompt]:
+def annotated_prompts(session: Session, kept_out: Mapping[str, Mapping[str, str]]) -> list[AnnotatedPrompt]:
     """Every prompt with a stored ranking, in prompt-id order, with its relations by annotator kind; responses an
-    annotator discarded or the rule filter kept out of annotation are left out."""
+    annotator discarded or the rule filter kept out of annotation (`kept_out`: `reasons_by_prompt`) are left out."""
     prompts = []
-    rule_filtered: dict[str, set[str]] = {}
-    for response in filtered(session, limit=2**62):
-        rule_filtered.setdefault(response.prompt_id, set()).add(response.key)
     for prompt, _rank in repository_rankings(session):
         responses = repository.responses_for(session, prompt.id)
         by_kind: dict[str, list[Relation]] = {"human": [], "ai": []}
-        discarded: set[str] = set(rule_filtered.get(prompt.id, ()))
+        discarded: set[str] = set(kept_out.get(prompt.id, ()))
         for annotation in repository.annotations_for(session, prompt.id):
             by_kind[annotation.kind] += relations_of(annotation.result, set(responses), "store", 0, annotation.id)
             discarded |= set(annotation.discarded or [])
@@ -209,8 +207,9 @@ def create_dataset(
     with session_scope(engine) as session:
         supervisor = choose_supervisor(session, recipe, supervisor_id)
         supervisor_path, supervisor_name = (supervisor.path, supervisor.id) if supervisor else ("", None)
-        prompts = annotated_prompts(session)
-        rule_filtered = reason_counts(session, [p.prompt_id for p in prompts])
+        kept_out = reasons_by_prompt(session)
+        prompts = annotated_prompts(session, kept_out)
+    rule_filtered = Counter(reason for p in prompts for reason in kept_out.get(p.prompt_id, {}).values())
     scores: Mapping[str, Mapping[str, float]] | None = None
     if supervisor_name is not None:
         log.info("dataset recipe %s: distant supervision by %s (human-trained)", recipe.name, supervisor_name)
@@ -232,7 +231,7 @@ def create_dataset(
             pairs=stats.pairs,
             rankings=stats.resolved,
             supervisor_model_id=supervisor_name,
-            details=dataset_details(recipe, options, supervisor_name, stats, rule_filtered),
+            details=dataset_details(recipe, options, supervisor_name, stats, dict(sorted(rule_filtered.items()))),
         )
     log.info(
         "dataset %s (%s): %d prompts, %d pairs (%d before debiasing), %d AI relations dropped by distant supervision%s",

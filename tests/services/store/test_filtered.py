@@ -8,7 +8,7 @@ from sqlalchemy import Engine
 from services.store import repository as repo
 from services.store.db import session_scope
 from services.store.errors import UnknownPrompt
-from services.store.filtered import FilteredResponse, filtered, keep_passing, reason_counts
+from services.store.filtered import FilteredResponse, filtered, keep_passing, reason_counts, reasons_by_prompt
 
 
 def verdict(content: str) -> str | None:
@@ -28,6 +28,10 @@ def test_verdicts_are_stored_listed_and_counted(engine: Engine, prompt_id: str) 
         assert FilteredResponse(other, "b", "too_long>4", "你好你好你好") in filtered(session)
         assert reason_counts(session) == {"too_long>4": 3}
         assert reason_counts(session, [other]) == {"too_long>4": 1}
+        assert reasons_by_prompt(session) == {
+            prompt_id: {"r1": "too_long>4", "r2": "too_long>4"},
+            other: {"b": "too_long>4"},
+        }
         assert repo.responses_for(session, other) == {"a": "你好呀", "b": "你好你好你好"}  # kept in the store
     with session_scope(engine) as session:
         assert keep_passing(session, other, lambda content: None) == ["a", "b"]  # looser rules: kept again

@@ -33,7 +33,7 @@ from services.annotation.web.app import create_app
 from services.annotation.web.workbench import Workbench, WorkbenchConfig
 from services.bus.client import Publisher
 from services.grpc_errors import abort
-from services.hosting import GrpcHost, Heartbeat, HostConfig
+from services.hosting import GrpcHost, Heartbeat, HostConfig, checked_handler
 from services.store.errors import (
     InvalidRecord,
     StoreError,
@@ -166,8 +166,10 @@ def host(engine: Engine, config: HostConfig, publisher: Publisher | None = None)
 
 def servicer_host(service: AnnotationService, config: HostConfig) -> GrpcHost:
     servicer = AnnotationServicer(service)
+    descriptor = annotation_pb2.DESCRIPTOR.services_by_name["AnnotationService"]
+    # requests parsed by checked_handler: bytes gRPC cannot parse (invalid UTF-8) are INVALID_ARGUMENT, not INTERNAL
     grpc_host = GrpcHost(
-        config, lambda server: annotation_pb2_grpc.add_AnnotationServiceServicer_to_server(servicer, server), [SERVICE]
+        config, lambda server: server.add_generic_rpc_handlers((checked_handler(servicer, descriptor),)), [SERVICE]
     )
     grpc_host.set_serving(True)
     return grpc_host

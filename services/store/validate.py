@@ -63,10 +63,10 @@ def one_of(field: str, value: Any, allowed: Iterable[str]) -> str:
 
 
 def key(field: str, value: Any) -> str:
-    """A response key, annotation id or annotator name: a non-empty string that fits its column."""
+    """A response key, annotation id or annotator name: a non-empty string that fits its column (no NUL: `text`)."""
     if not isinstance(value, str) or not value or len(value) > KEY:
         raise InvalidRecord(f"{field}: expected a non-empty string of at most {KEY} characters, got {value!r}")
-    return value
+    return text(field, value)
 
 
 def count(field: str, value: Any, minimum: int = 0) -> int:

@@ -10,6 +10,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import json_format
 from sqlalchemy import Engine
 
 from cheems.v1 import events_pb2, training_pb2, training_pb2_grpc
@@ -158,6 +159,8 @@ def test_bad_requests_store_nothing(
 def test_create_dataset(stub: Any) -> None:
     made = stub.CreateDataset(training_pb2.CreateDatasetRequest(recipe="human"))
     assert made.recipe == "human" and made.prompts == 4 and Path(made.path).name == f"{made.dataset_id}.jsonl"
+    shown = json_format.MessageToDict(made)  # the JSON grpcurl prints: how the dataset was made
+    assert shown["details"]["recipe"] == "human" and shown["details"]["counts"]["pairs"] == made.pairs
     listed = stub.ListDatasets(training_pb2.ListDatasetsRequest()).datasets
     assert made.dataset_id in [d.dataset_id for d in listed]
     for recipe, message in (("ai", "no preference pair"), ("gpt", "dataset recipe 'gpt' is unknown")):

@@ -12,7 +12,8 @@ unevaluated model reaches an RLHF client by default. The new production model is
 keeps serving (its own Triton, or a second torch model, and its tokenizers), then `ModelSlot.swap` switches
 atomically: calls already running finish on the old model, which is closed once they are done. A model that
 fails to load leaves the current one serving; `slot.follow_error` (GetModelInfo.follow_error) says why until
-a later one loads, and the same model is not tried again by the reconciliation. A broker that stops
+a later one loads, and the same model is not tried again, whether the reconciliation or an event (a late one,
+or one the outbox relays twice) names it. A broker that stops
 answering is logged and retried; it never stops the serving.
 """
 
@@ -64,6 +65,9 @@ class Follower:
         current = self.slot.current
         if current is not None and current.ref.model_id == ref.model_id:
             return False
+        if ref.model_id == self._failed:  # would fail the same way: wait for another production model
+            log.debug("model %s is production but did not load; not tried again", ref.model_id)
+            return False
         log.info("model %s is production: loading %s beside the current one", ref.model_id, ref.path)
         started = time.monotonic()
         try:
@@ -99,7 +103,7 @@ class Follower:
         except ScorerError as e:  # no production model yet, or the registry away: nothing to do now
             log.debug("reconciling with the registry: %s", e)
             return False
-        return False if ref.model_id == self._failed else self.handle(ref)
+        return self.handle(ref)
 
     def poll_once(self) -> None:
         for event in self.feed.poll(self.poll_ms):

@@ -32,7 +32,7 @@ def test_a_model_that_failed_to_load_is_not_loaded_again_by_any_path() -> None:
         raise OSError(f"{ref.path}/config.json is not a valid JSON file")
 
     production = ModelRef("rm-broken", "/models/rm-broken")
-    follower = Follower(Feed(), ModelSlot(), load, lambda name: (production, None))  # type: ignore[arg-type]
+    follower = Follower(Feed(), ModelSlot(), load, lambda name: (production, []))  # type: ignore[arg-type]
     assert follower.reconcile() is False  # the registry names it first: loaded once, fails
     assert follower.on_event(promoted("rm-broken")) is False  # its event comes after: not loaded again
     assert follower.on_event(promoted("rm-broken")) is False  # the outbox relays it twice

@@ -56,23 +56,49 @@ def length_groups(lengths: Sequence[int], max_batch: int, max_tokens: int) -> li
 
 
 def score_in_groups(
-    model: Any, sequences: Sequence[Sequence[int]], max_batch: int, device: str, share: bool = False
+    model: Any,
+    sequences: Sequence[Sequence[int]],
+    max_batch: int,
+    device: str,
+    share: bool = False,
+    max_tokens: int = MAX_BATCH_TOKENS,
 ) -> list[float]:
     """Run `model` over length-grouped batches; results in input order.
 
     `share`: sequences with a common prefix worth sharing go in packed rows (`cheems.packing`); the
     rest, and everything when the model cannot take a packed row's mask, as they are."""
+    return score_rows(model, sequences, plan(model, sequences, share), max_batch, device, max_tokens)
+
+
+def plan(model: Any, sequences: Sequence[Sequence[int]], share: bool) -> list[Row]:
+    """The rows `score_rows` runs: packed where sharing pays (`share` and a model that takes the mask), else
+    every sequence a row of its own."""
+    if share and can_share(model):
+        return plan_rows(sequences, Cost.of(unwrapped(model).config))
+    return [Row(len(s) - 1, (i,)) for i, s in enumerate(sequences)]
+
+
+def score_rows(
+    model: Any,
+    sequences: Sequence[Sequence[int]],
+    rows: Sequence[Row],
+    max_batch: int,
+    device: str,
+    max_tokens: int = MAX_BATCH_TOKENS,
+) -> list[float]:
+    """Rewards of `sequences` laid out as `rows` (every index in exactly one), in input order: packed rows in
+    length groups of their own (their 4D mask), single sequences in plain right-padded length groups; a group
+    holds at most `max_batch` rows and `max_tokens` padded tokens."""
     out = [0.0] * len(sequences)
-    rows = plan_rows(sequences, Cost.of(unwrapped(model).config)) if share and can_share(model) else []
     packs = [r for r in rows if len(r.members) > 1]
-    alone = [r.members[0] for r in rows if len(r.members) == 1] if rows else list(range(len(sequences)))
+    alone = [r.members[0] for r in rows if len(r.members) == 1]
     with torch.no_grad():
-        for group in length_groups([r.length(sequences) for r in packs], max_batch, MAX_BATCH_TOKENS):
+        for group in length_groups([r.length(sequences) for r in packs], max_batch, max_tokens):
             chosen = [packs[g] for g in group]
             values = packed_rewards(model, sequences, chosen, device).tolist()
             for i, v in zip([i for r in chosen for i in r.members], values, strict=True):
                 out[i] = v
-        for group in length_groups([len(sequences[i]) for i in alone], max_batch, MAX_BATCH_TOKENS):
+        for group in length_groups([len(sequences[i]) for i in alone], max_batch, max_tokens):
             members = [alone[g] for g in group]
             values = forward_rewards(model, [sequences[i] for i in members], device).tolist()
             for i, v in zip(members, values, strict=True):

@@ -23,13 +23,13 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
+from cheems.execution import Execution
 from cheems.forward import can_share, plan, score_rows
 from cheems.packing import Cost, Row, plan_rows
-from services.scorer.batcher import Batcher, Work
+from services.scorer.batcher import Batcher, BatchLimits, Work
 from services.scorer.batching import requests
 from services.scorer.deadline import NO_DEADLINE, Deadline
 from services.scorer.errors import BackendUnavailable, DeadlineExceeded, ScorerError
-from services.scorer.execution import Execution
 
 log = logging.getLogger(__name__)
 
@@ -64,17 +64,18 @@ class TorchBackend:
 
     name = "torch"
 
-    def __init__(self, model_dir: str, execution: Execution | None = None, tokenizer: Any = None) -> None:
-        """`execution`: device, dtype, prefix sharing and batch limits (default: float32 on the CPU, unshared);
-        `tokenizer`: the checkpoint's, if loaded already (else `load_model` loads it again)."""
-        from cheems.model import load_model
-
+    def __init__(
+        self, model_dir: str, execution: Execution | None = None, tokenizer: Any = None, queue_delay: float = 0.002
+    ) -> None:
+        """`execution`: device, dtype, prefix sharing and what a forward holds (default: float32 on the CPU,
+        unshared); `tokenizer`: the checkpoint's, if loaded already (else it is loaded again); `queue_delay`:
+        seconds a call may wait for calls still tokenizing (`batcher`)."""
         self.execution = execution = execution or Execution()
-        self.model, _ = load_model(model_dir, dtype=execution.dtype, tokenizer=tokenizer)
-        self.model.to(execution.device).eval()
+        self.model = execution.load(model_dir, tokenizer)
         self.prefix_sharing = execution.share and can_share(self.model)
         self.dtype = execution.dtype_name
-        self.batcher = Batcher(self._run, execution.limits, name=model_dir)
+        limits = BatchLimits(execution.max_sequences, execution.max_tokens, queue_delay)
+        self.batcher = Batcher(self._run, limits, name=model_dir)
 
     def ready(self) -> bool:
         return self.model is not None
@@ -101,8 +102,8 @@ class TorchBackend:
             offset = len(sequences)
             rows += [Row(r.prefix, tuple(i + offset for i in r.members)) for r in cast(list[Row], work.plan)]
             sequences += work.sequences
-        limits, device = self.execution.limits, self.execution.device
-        values = score_rows(model, sequences, rows, limits.max_sequences, device, limits.max_tokens)
+        execution = self.execution
+        values = score_rows(model, sequences, rows, execution.max_sequences, execution.device, execution.max_tokens)
         out, start = [], 0
         for work in works:
             out.append(values[start : start + len(work.sequences)])

@@ -29,16 +29,16 @@ from cheems.errors import PortInUse
 from services.bus.topics import MODELS
 from services.scorer.backends import Backend
 from services.scorer.config import ScorerConfig
-from services.scorer.execution import execution_of
 from services.scorer.http.app import create_app
 from services.scorer.models.feed import ModelFeed
 from services.scorer.models.follow import Follower
-from services.scorer.models.loading import load_first, load_served, registry_lookup
+from services.scorer.models.loading import execution_of, load_first, load_served, registry_lookup
 from services.scorer.models.served import NO_MODEL, ModelRef, ModelSlot, ServedModel
 from services.scorer.models.shelf import ModelShelf
 from services.scorer.server import create_server, set_alive, set_health
 from services.scorer.service import Scorer
 from services.scorer.telemetry import ScorerMetrics
+from services.scorer.triton.available import require_triton
 from services.scorer.triton.host import TritonHost
 from services.scorer.triton.shared import SharedTriton
 from services.scorer.triton.supervisor import RestartPolicy, State, Supervisor
@@ -65,11 +65,14 @@ class ScorerServer:
         self.supervisor: Supervisor | None = None
         self.follower: Follower | None = None
         self.shelf: ModelShelf | None = None
-        # refused here, before anything loads: a dtype the device cannot run (an external Triton runs its own)
+        # refused here, before anything loads: a Triton to start without PyTriton, a dtype the device cannot run
+        # (an external Triton runs its own)
+        if backend is None:
+            require_triton(config.backend, config.triton_url)
         execution = execution_of(config) if config.backend == "torch" or not config.triton_url else None
         # one tritonserver for every model this scorer serves (PyTriton; not for torch or an external Triton)
         self.triton = (
-            SharedTriton(execution)
+            SharedTriton(execution, config.queue_delay_us)
             if execution is not None and config.backend == "triton" and backend is None
             else None
         )

@@ -13,11 +13,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from cheems.execution import Execution
 from cheems.packing import Cost
+from cheems.precision import resolve_dtype
 from services.scorer.backends import Backend, TorchBackend, TritonBackend
 from services.scorer.config import ScorerConfig
 from services.scorer.errors import BackendUnavailable, UnknownModel
-from services.scorer.execution import execution_of
 from services.scorer.models.served import ModelRef, ServedModel
 from services.scorer.models.shelf import Lookup
 from services.scorer.triton.host import TritonHost
@@ -144,13 +145,13 @@ def make_backend(
     keeps one prompt's sequences in one request for it."""
     share = config.prefix_sharing
     if config.backend == "torch":
-        return TorchBackend(path, execution_of(config), tokenizer), None
+        return TorchBackend(path, execution_of(config), tokenizer, config.queue_delay_us / 1e6), None
     if config.triton_url:
         from transformers import AutoConfig
 
         cost = Cost.of(AutoConfig.from_pretrained(path)) if share else None
         return TritonBackend(config.triton_url, config.triton_model_name, config.max_batch_size, cost), None
-    host = TritonHost(path, config.triton_model_name, execution_of(config), tokenizer, server=triton)
+    host = TritonHost(path, config.triton_model_name, execution_of(config), tokenizer, triton, config.queue_delay_us)
     try:
         url = host.start()
         cost = Cost.of(host.model_config) if host.prefix_sharing else None
@@ -160,3 +161,10 @@ def make_backend(
     except BaseException:
         host.stop()
         raise
+
+
+def execution_of(config: ScorerConfig) -> Execution:
+    """How the scorer runs its models; the dtype is resolved here, so one the device cannot run is refused
+    (ConfigError) before anything loads."""
+    dtype = resolve_dtype(config.dtype, config.device)
+    return Execution(config.device, dtype, config.prefix_sharing, config.max_batch_size, config.max_batch_tokens)

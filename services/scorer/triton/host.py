@@ -7,8 +7,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from cheems.execution import Execution
 from cheems.forward import can_share
-from services.scorer.execution import Execution
 from services.scorer.triton.shared import SharedTriton
 
 log = logging.getLogger(__name__)
@@ -33,12 +33,14 @@ class TritonHost:
         execution: Execution,
         tokenizer: Any = None,
         server: SharedTriton | None = None,
+        queue_delay_us: int = 2000,
     ) -> None:
         """`execution`: device, dtype, prefix sharing (where the model's attention takes it) and batch limits;
-        `tokenizer`: the checkpoint's, if loaded already (it is needed only while loading the model)."""
+        `tokenizer`: the checkpoint's, if loaded already (it is needed only while loading the model); `server`:
+        the Triton to load it in (None: one of its own, batching with `queue_delay_us`)."""
         self.model_dir, self.execution = model_dir, execution
         self.name = name if server is None else f"{name}-{next(self._numbers)}"
-        self.server = server if server is not None else SharedTriton(execution)
+        self.server = server if server is not None else SharedTriton(execution, queue_delay_us)
         self._tokenizer = tokenizer
         self._model: Any = None
         self.on_restart: Callable[[str], None] = lambda url: None
@@ -78,12 +80,9 @@ class TritonHost:
         self.server.note_processes()
 
     def start(self) -> str:
-        from cheems.model import load_model
-
         if self._model is None:
-            self._model, _ = load_model(self.model_dir, dtype=self.execution.dtype, tokenizer=self._tokenizer)
+            self._model = self.execution.load(self.model_dir, self._tokenizer)
             self._tokenizer = None
-            self._model.to(self.execution.device).eval()
         url = self.server.add(self.name, self._model, self.prefix_sharing, lambda url: self.on_restart(url))
         log.info("Triton at %s serves %s as %s", url, self.model_dir, self.name)
         return url

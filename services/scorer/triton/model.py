@@ -20,8 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from cheems.forward import score_in_groups
-from services.scorer.execution import Execution
+from cheems.execution import Execution
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +28,6 @@ log = logging.getLogger(__name__)
 def make_infer(model: Any, execution: Execution) -> Callable[..., dict[str, np.ndarray]]:
     """Triton's infer function over the merged batch, on `execution`'s device, in forwards within its limits;
     `execution.share`: pack sequences with a common prefix."""
-    limits = execution.limits
     from pytriton.decorators import batch
 
     # PyTriton may call this from several threads at once; concurrent forwards make torch's thread
@@ -41,9 +39,7 @@ def make_infer(model: Any, execution: Execution) -> Callable[..., dict[str, np.n
     def infer(input_ids: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
         sequences = [row[: int(n)].tolist() for row, n in zip(input_ids, lengths[:, 0], strict=True)]
         with lock:
-            values = score_in_groups(
-                model, sequences, limits.max_sequences, execution.device, execution.share, limits.max_tokens
-            )
+            values = execution.score(model, sequences)
         return {"rewards": np.asarray(values, dtype=np.float32)[:, None]}
 
     return infer

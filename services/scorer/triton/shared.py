@@ -1,6 +1,6 @@
 """One Triton Inference Server for every model the scorer serves, models loaded and unloaded while it runs.
 
-    triton = SharedTriton(Execution(device="cpu", limits=BatchLimits(max_sequences=64, queue_delay=0.0005)))
+    triton = SharedTriton(Execution(device="cpu", max_sequences=64), queue_delay_us=500)
     url = triton.add("cheems_rm-1", model, share=False, on_restart=backend.reconnect)  # bound, loaded, served
     triton.remove("cheems_rm-1")            # unloaded from Triton; the server stops with its last model
 
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from services.scorer.execution import Execution
+from cheems.execution import Execution
 from services.scorer.triton import processes
 from services.scorer.triton.model import free_port, make_infer, use_running_libpython
 
@@ -38,10 +38,11 @@ class Binding:
 
 
 class SharedTriton:
-    def __init__(self, execution: Execution) -> None:
-        """`execution`: the device, and the limits of a batch (Triton's `max_batch_size` and queue delay; the
-        infer function's token budget). Each model's dtype and prefix sharing are its own (`add`)."""
-        self.execution = execution
+    def __init__(self, execution: Execution, queue_delay_us: int = 2000) -> None:
+        """`execution`: the device, and what a batch holds (Triton's `max_batch_size`; the infer function's token
+        budget); `queue_delay_us`: how long Triton's dynamic batcher waits to fill one. Each model's dtype and
+        prefix sharing are its own (`add`)."""
+        self.execution, self.queue_delay_us = execution, queue_delay_us
         self.triton: Any = None
         self.url = ""
         self.log_file = ""
@@ -140,7 +141,6 @@ class SharedTriton:
     def _bind(self, name: str, binding: Binding) -> None:
         from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
 
-        limits = self.execution.limits
         self.triton.bind(
             model_name=name,
             infer_func=make_infer(binding.model, replace(self.execution, share=binding.share)),
@@ -150,8 +150,8 @@ class SharedTriton:
             ],
             outputs=[Tensor(name="rewards", dtype=np.float32, shape=(1,))],
             config=ModelConfig(
-                max_batch_size=limits.max_sequences,
-                batcher=DynamicBatcher(max_queue_delay_microseconds=round(limits.queue_delay * 1e6)),
+                max_batch_size=self.execution.max_sequences,
+                batcher=DynamicBatcher(max_queue_delay_microseconds=self.queue_delay_us),
             ),
             strict=True,
         )

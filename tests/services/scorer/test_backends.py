@@ -14,13 +14,13 @@ import pytest
 import torch
 
 from cheems.chat import Conversation, encode_many
+from cheems.execution import Execution
 from cheems.forward import forward_rewards
 from cheems.model import head_of, load_model, save_model
 from services.scorer.backends import TorchBackend
-from services.scorer.batcher import BatchLimits, Work
+from services.scorer.batcher import Work
 from services.scorer.deadline import Deadline
 from services.scorer.errors import BackendUnavailable
-from services.scorer.execution import Execution
 
 ROOT = Path(__file__).resolve().parents[3]
 PROMPT = [151644, 872, 198, *range(1000, 1040)]  # a rendered prompt shared by the responses of one call
@@ -45,7 +45,7 @@ def works(backend: TorchBackend, calls: list[list[list[int]]]) -> list[Work]:
 
 @pytest.fixture(scope="module")
 def shared_backend(tiny_model: Path) -> Iterator[TorchBackend]:
-    backend = TorchBackend(str(tiny_model), Execution(share=True, limits=BatchLimits(queue_delay=5.0)))
+    backend = TorchBackend(str(tiny_model), Execution(share=True), queue_delay=5.0)
     yield backend
     backend.close()
 

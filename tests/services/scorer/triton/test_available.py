@@ -43,3 +43,14 @@ def test_export_triton_needs_no_pytriton(no_pytriton: None, tiny_model: Path, tm
 
     target = export_triton_repository(tiny_model, tmp_path / "repo")
     assert (target / "config.pbtxt").exists() and (target / "1" / "model.py").exists()
+
+
+def test_cheems_serve_without_pytriton_says_so_in_one_line(no_pytriton: None, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from cheems_cli.main import app
+
+    result = CliRunner().invoke(app, ["serve", "--model", str(tmp_path), "--backend", "triton", "--grpc-port", "0"])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    [line] = result.output.strip().splitlines()
+    assert line.startswith("error: starting Triton") and "--backend torch" in line

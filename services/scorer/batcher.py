@@ -80,10 +80,10 @@ class Batcher:
         self._arriving = 0
         self._closed = False
         self._cond = threading.Condition()
+        self.forwards = 0  # batches run (for tests)
+        self.on_batch: Callable[[int, int], None] = lambda calls, sequences: None  # (calls, sequences): metrics
         self._worker = threading.Thread(target=self._loop, name=f"batcher-{name}", daemon=True)
         self._worker.start()
-        self.forwards = 0  # batches run (for metrics and tests)
-        self.on_batch: Callable[[int, int], None] = lambda calls, sequences: None
 
     @contextmanager
     def arriving(self) -> Iterator[None]:

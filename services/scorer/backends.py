@@ -103,7 +103,10 @@ class TorchBackend:
             rows += [Row(r.prefix, tuple(i + offset for i in r.members)) for r in cast(list[Row], work.plan)]
             sequences += work.sequences
         execution = self.execution
-        values = score_rows(model, sequences, rows, execution.max_sequences, execution.device, execution.max_tokens)
+        values = score_rows(
+            model, sequences, rows, execution.max_sequences, execution.device, execution.max_tokens,
+            stop=lambda: all(work.abandoned for work in works),  # nobody waits: the forwards left are dropped
+        )  # fmt: skip
         out, start = [], 0
         for work in works:
             out.append(values[start : start + len(work.sequences)])

@@ -14,8 +14,9 @@ oldest queued call came: a call alone is run at once, and concurrent calls are n
 
 Isolation: a call's rewards come from its own rows (its prefix sharing is planned within the call), so other
 calls in the batch change only padding. A call whose deadline passes or whose caller leaves stops waiting at
-once and is dropped if its forward has not started; when a batch fails, each of its calls is run again alone,
-so one call's failure is its own.
+once and is dropped if its forward has not started (a batch all of whose callers have gone may stop between
+its forwards: `run` raises, and nothing is reported); when a batch fails, each call still waited for is run
+again alone, so one call's failure is its own.
 """
 
 from __future__ import annotations
@@ -174,6 +175,9 @@ class Batcher:
         try:
             results = self._run(batch)
         except Exception as e:
+            batch = [w for w in batch if not w.abandoned]  # their callers have gone: nothing to retry or report
+            if not batch:
+                return
             if len(batch) == 1:
                 log.warning("a forward of %d sequences failed: %s", len(batch[0].sequences), e)
                 failed = e if isinstance(e, ScorerError) else ScorerError(f"inference failed: {e}")

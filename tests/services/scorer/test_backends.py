@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,7 +21,7 @@ from cheems.model import head_of, load_model, save_model
 from services.scorer.backends import TorchBackend
 from services.scorer.batcher import Work
 from services.scorer.deadline import Deadline
-from services.scorer.errors import BackendUnavailable
+from services.scorer.errors import BackendUnavailable, DeadlineExceeded
 
 ROOT = Path(__file__).resolve().parents[3]
 PROMPT = [151644, 872, 198, *range(1000, 1040)]  # a rendered prompt shared by the responses of one call
@@ -156,3 +157,30 @@ def test_bfloat16_on_the_cpu_is_close_to_float32_and_orders_clear_gaps_the_same(
         full.close()
         half.close()
     assert clear_gaps >= 20  # the order check above was not vacuous
+
+
+def test_a_big_call_whose_caller_left_stops_between_its_forwards(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cheems import forward
+
+    backend = TorchBackend(str(tiny_model), Execution(max_sequences=2))
+    counted = []
+    real = forward.forward_rewards
+
+    def slow_forward(*args: object, **kwargs: object) -> torch.Tensor:
+        counted.append(1)
+        time.sleep(0.05)  # a forward that takes a while, as a large model's does
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(forward, "forward_rewards", slow_forward)
+    big = [[151644, 872, 198, i, 151645] for i in range(1000, 1200)]  # 200 sequences: 100 forwards of 2
+    try:
+        started = time.monotonic()
+        with pytest.raises(DeadlineExceeded):
+            backend.score(big, Deadline.of(0.3, 0.3))
+        assert backend.score(CALLS[1], Deadline.of(5, 5))  # served at once, not after the 100 forwards
+        assert time.monotonic() - started < 3.0
+        assert len(counted) < 50
+    finally:
+        backend.close()

@@ -232,3 +232,21 @@ def test_limits_refuse_nonsense_naming_the_field() -> None:
         BatchLimits(max_tokens=0)
     with pytest.raises(ValueError, match="queue_delay"):
         BatchLimits(queue_delay=-1)
+
+
+def test_a_batch_whose_callers_all_left_is_not_retried_when_its_run_stops() -> None:
+    forward = Forward(poison=9)  # fails, as `run` does when it stops between forwards
+    batcher, first, executor = held_batcher(BatchLimits(), forward)
+    forward.started.clear()
+    gone = submit_queued(batcher, executor, [work(9), work(8)], later(0.3))
+    forward.gate.set()  # the first forward ends; the two calls' forward starts and is held
+    forward.gate.clear()
+    assert first.result(5) == [0.0] and forward.started.wait(5)
+    for future in gone:
+        with pytest.raises(DeadlineExceeded):
+            future.result(5)
+    forward.gate.set()  # it fails now that nobody waits for it
+    assert batcher.submit(work(1), later()) == [0.1]
+    assert forward.batches == [[[0]], [[9], [8]], [[1]]]  # not run again call by call
+    batcher.close()
+    executor.shutdown()

@@ -206,9 +206,10 @@ def test_a_pinned_rlhf_client_keeps_its_reward_through_rejection_promotion_and_r
         assert grpo.errors == [] and plain.errors == []
         assert len(grpo.replies) > 20 and {m for _, m, _ in grpo.replies} == {good.id}
         drift = max(abs(a - b) for _, _, rewards in grpo.replies for a, b in zip(rewards, first, strict=True))
-        # bit for bit in process; on Triton the dynamic batcher merges the two clients' requests into batches of
-        # other shapes, which moves float32 rounding (3e-8 seen). A model change moves rewards by their own size.
-        assert drift <= (0.0 if loop["config"].backend == "torch" else 1e-6), f"a pinned reward changed by {drift}"
+        # both backends merge the two clients' concurrent calls into forwards of other shapes (the torch batcher,
+        # Triton's dynamic batcher), which moves float32 rounding (1.5e-8 and 3e-8 seen); a model change moves
+        # rewards by their own size
+        assert drift <= 1e-6, f"a pinned reward changed by {drift}"
         assert set(plain.models_since(0)) == {good.id, better.id}
         by_model = {m: rewards for _, m, rewards in plain.replies}
         assert by_model[better.id] == pytest.approx([2 * r for r in by_model[good.id]], rel=1e-4)  # other rewards

@@ -57,9 +57,10 @@ def up_command(
     nproc: Annotated[int, typer.Option(min=1, help="Training processes (torchrun).")] = 1,
 ) -> None:
     """Run the whole loop on this machine until Ctrl-C: broker, store, ingestion, annotation (+ AI judge),
-    training, the scorer following the registry, score workers, sink and the evaluation API."""
+    training, the scorer following the registry, score workers, sink and the evaluation API. Every service checks
+    its callers' accounts; the operator's token is in DATA_DIR/accounts/operator.token (0600)."""
     from services import hosting
-    from system.plan import SystemConfig, addresses
+    from system.plan import OPERATOR_ACCOUNT, SystemConfig, addresses
     from system.supervisor import Supervisor
     from system.up import up
 
@@ -79,6 +80,7 @@ def up_command(
         for name, address in addresses(config).items():
             typer.echo(f"  {name:<12} {address}")
         typer.echo(f"  {'leaderboard':<12} http://127.0.0.1:{config.port(hosting.EVALUATION_HTTP_PORT)}/")
+        typer.echo(f"  {'operator':<12} token in {config.token_file(OPERATOR_ACCOUNT)} (CHEEMS_TOKEN_FILE)")
 
     up(config, event, ready)
 

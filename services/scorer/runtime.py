@@ -26,7 +26,9 @@ from collections.abc import Callable
 from typing import Any
 
 from cheems.errors import PortInUse
+from services.access import Authenticate
 from services.bus.topics import MODELS
+from services.scorer.accounts import callers
 from services.scorer.backends import Backend
 from services.scorer.config import ScorerConfig
 from services.scorer.http.app import create_app
@@ -63,6 +65,7 @@ class ScorerServer:
         self.supervisor: Supervisor | None = None
         self.follower: Follower | None = None
         self.shelf: ModelShelf | None = None
+        self.callers: Authenticate | None = None
         # one tritonserver for every model this scorer serves (PyTriton; not for torch or an external Triton)
         self.triton = (
             SharedTriton(config.device, config.max_batch_size, config.queue_delay_us)
@@ -109,7 +112,8 @@ class ScorerServer:
         if lookup is not None:  # following the registry: a replaced default model stays for the calls naming it
             self.models.handover = self.shelf.handover
         scorer = self.scorer = Scorer(config, self.models, ScorerMetrics(), self.shelf)
-        self._grpc, self.grpc_port, self._health = create_server(config, scorer)
+        self.callers = callers(config)  # who may call (None: anyone), on gRPC and HTTP alike
+        self._grpc, self.grpc_port, self._health = create_server(config, scorer, self.callers)
         self._grpc.start()
         if config.http_port >= 0:
             self._start_http(scorer)
@@ -194,7 +198,7 @@ class ScorerServer:
             raise PortInUse(f"cannot listen on {self.config.host}:{self.config.http_port} for HTTP: {e}") from None
         sock.listen(2048)  # listening before start() returns: uvicorn's own listen comes later, in its thread
         self.http_port = sock.getsockname()[1]
-        app = create_app(scorer, self.ready, self.config.token)
+        app = create_app(scorer, self.ready, self.callers)
         self._http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
         self._http_thread = threading.Thread(target=self._http.run, kwargs={"sockets": [sock]}, daemon=True)
         self._http_thread.start()

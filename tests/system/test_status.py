@@ -9,6 +9,7 @@ import sys
 from sqlalchemy import Engine
 
 from services.hosting import HostConfig
+from services.store.accounts import AccountBook
 from services.ingestion.server import host
 from services.ingestion.service import IngestionService
 from services.store import lifecycle, registry, repository
@@ -43,7 +44,7 @@ def fill(engine: Engine) -> list[str]:
 
 def test_the_report_and_its_json_shape(engine: Engine) -> None:
     models = fill(engine)
-    grpc_host = host(IngestionService(engine), HostConfig(port=0, host="127.0.0.1")).start()
+    grpc_host = host(IngestionService(engine), HostConfig(port=0, host="127.0.0.1"), AccountBook(engine)).start()
     try:
         report = status(engine, {"ingestion": f"127.0.0.1:{grpc_host.port}", "scorer": "127.0.0.1:1"})
     finally:

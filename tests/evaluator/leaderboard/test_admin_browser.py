@@ -13,7 +13,7 @@ from sqlalchemy import Engine, select
 
 from evaluator.leaderboard.app import create_app
 from services.store import lifecycle
-from services.store.annotators import add_annotator
+from services.store.accounts import add_annotator
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
 from services.store.models import ModelTransition

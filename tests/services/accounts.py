@@ -1,8 +1,8 @@
 """Accounts for tests that call the services: a token per (name, role), made in the test's store.
 
-    token = account(engine, "张三", ANNOTATOR)                 # or the `account` fixture: account("张三", ANNOTATOR)
-    stub.SubmitAnnotation(request, metadata=bearer(token))
-    channel = open_channel(target, token=token)               # every call of the channel carries it
+token = account(engine, "张三", ANNOTATOR)                 # or the `account` fixture: account("张三", ANNOTATOR)
+stub.SubmitAnnotation(request, metadata=bearer(token))
+channel = open_channel(target, token=token)               # every call of the channel carries it
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ import sys
 from sqlalchemy import Engine
 
 from services.hosting import HostConfig
-from services.store.accounts import AccountBook
 from services.ingestion.server import host
 from services.ingestion.service import IngestionService
 from services.store import lifecycle, registry, repository
+from services.store.accounts import AccountBook
 from services.store.db import session_scope
 from services.store.filtered import keep_passing
 from system.leaderboard import leaderboard

@@ -183,7 +183,9 @@ def test_annotations_and_the_ranking_are_published_once(
     assert first.annotation.kind == pb.ANNOTATOR_KIND_HUMAN and first.header.producer == "annotation"
     for request in requests[1:]:
         assert stub.SubmitAnnotation(request, timeout=10, metadata=who).created
-    assert not stub.SubmitAnnotation(requests[-1], timeout=10, metadata=who).created  # a replay: stores and announces nothing
+    assert not stub.SubmitAnnotation(
+        requests[-1], timeout=10, metadata=who
+    ).created  # a replay: stores and announces nothing
     resolved = stub.Resolve(pb.ResolveRequest(prompt_id=pid), timeout=10)  # announces the same ranking again
     events(topics.RANKINGS, {pid}, lambda found: len(found) >= 2)  # Resolve's: whatever came before is out too
     rankings = [e for _, e in events(topics.RANKINGS, {pid})]

@@ -4,6 +4,7 @@ annotation sent by the account it is stored under (an admin's channel for the re
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -198,7 +199,9 @@ def test_bad_input_gets_a_status_and_stores_nothing(stub: Any, as_: Any, prompt:
     assert count(engine, Ranking) == 0
 
 
-def test_export_writes_files_the_evaluator_and_trainer_read(stub: Any, as_: Any, prompt: str, engine: Engine, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_export_writes_files_the_evaluator_and_trainer_read(
+    stub: Any, as_: Any, prompt: str, engine: Engine, tmp_path: Path
+) -> None:
     from cheems.formats.cheemsbench import read_bench
     from services.store.models import Export
     from trainer.data import read_groups

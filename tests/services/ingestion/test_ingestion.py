@@ -22,10 +22,10 @@ from services.bus.broker import EmbeddedBroker
 from services.bus.client import EventConsumer, Publisher
 from services.channels import open_channel
 from services.hosting import HostConfig
-from services.store.accounts import AccountBook
 from services.ingestion.records import Parsed, read_samples
 from services.ingestion.server import host
 from services.ingestion.service import IngestionService
+from services.store.accounts import AccountBook
 from services.store.db import session_scope
 from services.store.models import Prompt, Response
 

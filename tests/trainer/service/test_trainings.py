@@ -20,8 +20,8 @@ from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
 from services.channels import open_channel
 from services.hosting import HostConfig
-from services.store.accounts import AccountBook
 from services.store import registry
+from services.store.accounts import AccountBook
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
 from tests.services.accounts import account

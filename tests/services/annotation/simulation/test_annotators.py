@@ -9,13 +9,13 @@ from collections.abc import Callable, Iterator
 import pytest
 from sqlalchemy import Engine, select
 
+from cheems.errors import InvalidInput
 from cheems.formats.cheemsbench import BenchItem
 from cheems.formats.responses import Response
+from cheems.roles import ANNOTATOR, OPERATOR
 from services.annotation.server import servicer_host
 from services.annotation.service import AnnotationService
 from services.annotation.simulation.annotators import SimulationConfig, simulate_humans
-from cheems.errors import InvalidInput
-from cheems.roles import ANNOTATOR, OPERATOR
 from services.hosting import HostConfig
 from services.store import repository
 from services.store.accounts import AccountBook

@@ -77,8 +77,11 @@ def may(role: str, method: str) -> bool:
 
 
 def spelled(roles: frozenset[str]) -> str:
-    """`roles` as a message names them: "operator or admin" (in ROLES' order)."""
-    return " or ".join(r for r in ROLES if r in roles) or "no role"
+    """`roles` as a message names them, in ROLES' order: "operator or admin", "operator, admin or service"."""
+    names = [r for r in ROLES if r in roles]
+    if len(names) < 2:
+        return names[0] if names else "no role"
+    return f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 @dataclass(frozen=True)

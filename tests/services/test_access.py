@@ -116,5 +116,5 @@ def test_tokens_are_read_from_the_bearer_header_and_compared_whole() -> None:
     both = first_of(None, one, TOKENS.get)
     assert both is not None and both("op-token-0123456789") == Caller("ops", OPERATOR) and both("s3cret")
     assert first_of(None, None) is None
-    with pytest.raises(RuntimeError, match="without a services.access.Guard"):
+    with pytest.raises(RuntimeError, match=r"without a services\.access\.Guard"):
         caller()

@@ -50,6 +50,7 @@ def ablation_command(
         typer.Option(help="CheemsBench files (repeat, or comma-separated); each is a subset named by its stem."),
     ],
     db: DatabaseUrl,
+    tls_ca: TlsCa,
     data_dir: Annotated[str, from_settings("data_dir", "In-process service: datasets and trainings go here.")],
     training_url: Annotated[
         str, from_settings("training_url", "host:port of a running training service (empty: one in this process).")
@@ -68,7 +69,6 @@ def ablation_command(
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the rows and every run as JSON here.")] = None,
     chart: Annotated[Path | None, typer.Option(help="Draw the table as grouped bars into this PNG.")] = None,
     token_file: AccountTokenFile = None,
-    tls_ca: TlsCa = "",
 ) -> None:
     """Train one RM per dataset recipe through the training service ("human" first: it supervises the distant
     ones), evaluate each on the bench files, and print the paper's Table 4 (a recipe that cannot run says why)."""

@@ -169,6 +169,7 @@ def annotate_simulate_humans(
     bench: Annotated[
         list[Path], typer.Option(exists=True, dir_okay=False, help="Bench file whose ranks are the truth (repeat).")
     ],
+    tls_ca: TlsCa,
     annotators: Annotated[
         int,
         typer.Option(
@@ -183,7 +184,6 @@ def annotate_simulate_humans(
         float, typer.Option(min=0.0, help="Keep looking this long for new tasks once none is open.")
     ] = 0.0,
     token_file: AccountTokenFile = None,
-    tls_ca: TlsCa = "",
 ) -> None:
     """Simulated people work the annotation queue over gRPC (ListTasks, SubmitAnnotation) until it is empty, each
     signed in as an annotator account of --token-dir; an operator's token (--token-file) counts what is left."""

@@ -70,9 +70,7 @@ AccountTokenFile = Annotated[
 # TLS: a server's certificate and key; a client's CA
 TlsCert = Annotated[str, typer.Option(help="PEM certificate: the gRPC port speaks TLS only (with --tls-key).")]
 TlsKey = Annotated[str, typer.Option(help="PEM private key of --tls-cert.")]
-TlsCa = Annotated[
-    str, typer.Option(envvar="CHEEMS_TLS_CA", help="PEM file of the CA the services' TLS certificates are signed by.")
-]
+TlsCa = Annotated[str, from_settings("tls_ca", "PEM file of the CA the services' TLS certificates are signed by.")]
 JudgeBaseUrl = Annotated[str, from_settings("judge_base_url", "OpenAI-compatible API of the AI judge, e.g. .../v1")]
 JudgeModel = Annotated[str, from_settings("judge_model", "Model name at that API.")]
 JudgeApiKey = Annotated[

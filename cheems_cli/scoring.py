@@ -52,11 +52,11 @@ def score_command(
     prompt: Annotated[str, typer.Option(help="The user prompt.")],
     response: Annotated[list[str], typer.Option(help="A response to score; repeat for several.")],
     token: ScorerToken,
+    tls_ca: TlsCa,
     token_file: ScorerTokenFile = None,
     model_url: Annotated[str, typer.Option(help="host:port of the scorer's gRPC endpoint.")] = "localhost:50051",
     system_prompt: Annotated[str, typer.Option()] = "",
     timeout: Annotated[float, typer.Option(help="Deadline in seconds.")] = 30.0,
-    tls_ca: TlsCa = "",
 ) -> None:
     """Score responses with a running scorer (a quick check). Without a scorer token, your account's is sent
     (CHEEMS_TOKEN_FILE, CHEEMS_TOKEN, or a local `cheems up`'s operator)."""

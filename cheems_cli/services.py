@@ -222,6 +222,7 @@ def service_eval_worker(
     scorer_url: ScorerUrl,
     bootstrap: KafkaBootstrap,
     token: ScorerToken,
+    tls_ca: TlsCa,
     token_file: ScorerTokenFile = None,
     health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50054,
     host: ListenHost = "127.0.0.1",
@@ -235,7 +236,6 @@ def service_eval_worker(
     batch_size: Annotated[
         int, typer.Option(min=1, help="Score requests per poll: scored in ScoreBatch calls, committed together.")
     ] = 256,
-    tls_ca: TlsCa = "",
 ) -> None:
     """Score worker: score requests from Kafka -> RewardService -> scores to Kafka, until SIGTERM."""
     from evaluator.pipeline.process import ProcessConfig, serve_worker

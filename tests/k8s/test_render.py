@@ -145,7 +145,7 @@ def test_service_accounts_are_files_and_the_scorer_takes_them(path: str) -> None
     assert [
         v["secret"]["secretName"].startswith("cheems-account-eval-worker") for v in worker["volumes"] if "secret" in v
     ] == [True]
-    assert any("--token-file=/var/run/secrets/cheems/account/token" == a for a in worker["containers"][0]["args"])
+    assert "--token-file=/var/run/secrets/cheems/account/token" in worker["containers"][0]["args"]
     assert not [e for e in worker["containers"][0].get("env", []) if "TOKEN" in e["name"]]
     [registration] = job["containers"]
     assert registration["args"][:4] == ["accounts", "add", "eval-worker", "--role=service"]

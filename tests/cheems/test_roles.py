@@ -1,7 +1,11 @@
 """Who may call what (`cheems.roles`): every method of every cheems.v1 service has its roles, and nothing else is
-listed; the roles read as the issue defines them; a caller's actor is person:NAME or service:NAME."""
+listed; the roles read as the issue defines them; a caller's actor is person:NAME or service:NAME; the README's
+table is the code's."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +62,22 @@ def test_the_words_of_a_refusal_and_the_actor() -> None:
     assert Caller("eval-worker", SERVICE).actor == "service:eval-worker"
     with pytest.raises(ValueError, match="role must be one of"):
         Caller("x", "root")
+
+
+def test_the_readme_table_says_what_the_code_does() -> None:
+    """README "Accounts and roles": each row names a service and methods, and ticks the roles that may call them."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Accounts and roles", 1)[1].split("\n## ", 1)[0]
+    header = next(line for line in section.splitlines() if line.startswith("| RPC |"))
+    columns = [c.strip() for c in header.strip("|").split("|")][1:]
+    documented: dict[str, frozenset[str]] = {}
+    for line in section.splitlines():
+        if not line.startswith("| `") or "Service" not in line.split("|")[1]:
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        first = cells[0].split("(")[0]
+        service = re.search(r"`(\w+Service)", first).group(1)  # type: ignore[union-attr]
+        methods = re.findall(r"\.(\w+)`", first) or re.findall(r"(\w+)", first.split(":", 1)[1])
+        ticked = frozenset(role for role, cell in zip(columns, cells[1:], strict=True) if cell == "✓")
+        documented |= {f"/cheems.v1.{service}/{m}": ticked for m in methods}
+    assert documented == roles.PERMISSIONS

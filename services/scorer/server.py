@@ -23,7 +23,7 @@ from cheems.v1 import reward_pb2
 from services.access import Authenticate
 from services.grpc_errors import abort, status_of
 from services.hosting import LIVENESS, bind, checked_handler, server_options
-from services.scorer.accounts import guard
+from services.scorer.accounts import callers, guard
 from services.scorer.config import ScorerConfig
 from services.scorer.deadline import Deadline
 from services.scorer.errors import (
@@ -143,9 +143,9 @@ def create_server(
     config: ScorerConfig, scorer: Scorer, authenticate: Authenticate | None = None
 ) -> tuple[grpc.Server, int, Any]:
     """(server, bound port, health servicer). Health says NOT_SERVING until `set_health`; PortInUse
-    when the port is taken. `authenticate`: how callers' tokens are checked (`accounts.callers(config)`);
-    None: no credential is asked. Health and reflection stay open for probes."""
-    interceptors = guard(authenticate)
+    when the port is taken. `authenticate`: how callers' tokens are checked (default `accounts.callers(config)`,
+    which asks no credential without --token and --accounts). Health and reflection stay open for probes."""
+    interceptors = guard(authenticate if authenticate is not None else callers(config))
     options = [
         *server_options(config.max_connection_age, config.max_connection_age_grace),
         ("grpc.max_receive_message_length", config.max_message_bytes),

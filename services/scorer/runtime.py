@@ -28,7 +28,6 @@ from typing import Any
 from cheems.errors import PortInUse
 from services.access import Authenticate
 from services.bus.topics import MODELS
-from services.scorer.accounts import callers
 from services.scorer.backends import Backend
 from services.scorer.config import ScorerConfig
 from services.scorer.http.app import create_app
@@ -37,7 +36,7 @@ from services.scorer.models.follow import Follower
 from services.scorer.models.loading import load_first, load_served, registry_lookup
 from services.scorer.models.served import NO_MODEL, ModelRef, ModelSlot, ServedModel
 from services.scorer.models.shelf import ModelShelf
-from services.scorer.server import create_server, set_alive, set_health
+from services.scorer.server import callers, create_server, set_alive, set_health
 from services.scorer.service import Scorer
 from services.scorer.telemetry import ScorerMetrics
 from services.scorer.triton.host import TritonHost

@@ -1,4 +1,4 @@
-"""gRPC adapter: `cheems.v1.RewardService` plus health, reflection and bearer-token auth (`scorer.accounts`).
+"""gRPC adapter: `cheems.v1.RewardService` plus health, reflection and bearer-token auth (`callers`).
 
 Servicers only decode, call `Scorer`, and encode; scorer errors become gRPC statuses here, each with
 trailing metadata `cheems-error-reason` (the error's `reason`) so clients decide on retries without
@@ -19,11 +19,11 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from cheems.roles import SCORER_CLIENT, Caller
 from cheems.v1 import reward_pb2
-from services.access import Authenticate
+from services.access import Authenticate, Guard, first_of, static_token
 from services.grpc_errors import abort, status_of
 from services.hosting import LIVENESS, bind, checked_handler, server_options
-from services.scorer.accounts import callers, guard
 from services.scorer.config import ScorerConfig
 from services.scorer.deadline import Deadline
 from services.scorer.errors import (
@@ -139,13 +139,27 @@ class RewardServicer:
         )
 
 
+def callers(config: ScorerConfig) -> Authenticate | None:
+    """Who may call (None: anyone): the static --token (a scorer-client named "token"; the scorer may run without a
+    store), and with --accounts the store's accounts whose role scores (`cheems.roles`; one read per call, so a
+    disabled account is refused at once)."""
+    static = static_token(config.token, Caller("token", SCORER_CLIENT)) if config.token else None
+    if not config.accounts:
+        return static
+    from services.store.accounts import AccountBook
+    from services.store.db import StoreConfig, create_engine_for
+
+    return first_of(static, AccountBook(create_engine_for(StoreConfig(config.db))))
+
+
 def create_server(
     config: ScorerConfig, scorer: Scorer, authenticate: Authenticate | None = None
 ) -> tuple[grpc.Server, int, Any]:
     """(server, bound port, health servicer). Health says NOT_SERVING until `set_health`; PortInUse
     when the port is taken. `authenticate`: how callers' tokens are checked (default `accounts.callers(config)`,
     which asks no credential without --token and --accounts). Health and reflection stay open for probes."""
-    interceptors = guard(authenticate if authenticate is not None else callers(config))
+    authenticate = authenticate if authenticate is not None else callers(config)
+    interceptors = [Guard(authenticate)] if authenticate is not None else []
     options = [
         *server_options(config.max_connection_age, config.max_connection_age_grace),
         ("grpc.max_receive_message_length", config.max_message_bytes),

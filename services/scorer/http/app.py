@@ -21,7 +21,7 @@ pass the limit (chunked). JSON is parsed in the threadpool by `parse_body`, one 
 time: one C call of `json` per element, never one for the whole body, so the parsing thread lets go
 of the GIL between elements and small requests keep flowing while a 50 MB body is parsed.
 
-With a token set (`ScorerConfig.token`) or the store's accounts taken (`--accounts`, `services.scorer.accounts`),
+With a token set (`ScorerConfig.token`) or the store's accounts taken (`--accounts`, `server.callers`),
 POST endpoints take `authorization: Bearer <token>` or `?token=<token>` (for
 OpenRLHF, whose client sends no headers: `--remote_rm_url http://scorer:8000/get_reward?token=...`).
 The token is taken out of the query string before anything (uvicorn's access log included) sees it.
@@ -44,9 +44,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cheems import errors
-from services.access import Authenticate
+from services.access import Authenticate, check
 from services.grpc_errors import status_of
-from services.scorer.accounts import allowed
 from services.scorer.errors import (
     InvalidRequest,
     LimitExceeded,
@@ -58,6 +57,7 @@ from services.web.errors import status_of as http_status
 
 log = logging.getLogger(__name__)
 VALUES_PER_QUERY = 64  # JSON values a body may hold per allowed query: bounds the parse's CPU time
+SCORE = "/cheems.v1.RewardService/Score"
 TOKEN_KEY = "cheems.query_token"  # scope key for the `?token=` value, once moved out of the query string
 
 
@@ -161,7 +161,7 @@ def refusal(authenticate: Authenticate, request: Request) -> JSONResponse | None
     denied: errors.CheemsError = errors.Unauthenticated("missing or wrong token (bearer header or ?token=)")
     for token in credentials(request):
         try:
-            allowed(authenticate, token)
+            check(authenticate, token, SCORE)  # an HTTP call scores, as far as roles go
             return None
         except errors.PermissionDenied as e:
             denied = e

@@ -8,7 +8,11 @@ PROTOS := $(wildcard protos/cheems/v1/*.proto)
 STAMP_INSTALL := $(VENV)/.installed
 STAMP_PROTO   := cheems/v1/.stamp-proto
 
-.PHONY: setup proto test demo check bench lock clean sample train kubectl chromium image image-test
+.PHONY: setup proto test demo check bench lock clean sample train kubectl chromium image image-test wheelhouse
+
+# pyproject's extras this machine installs: all of them (cheems/extras.py says what each is for; a GPU host
+# takes none: README "On a GPU host with no network").
+EXTRAS := dev,triton,charts,broker,kubernetes
 
 setup: $(STAMP_INSTALL) $(STAMP_PROTO) kubectl chromium
 
@@ -30,10 +34,12 @@ chromium:
 	  $$SUDO apt-get install -y -q $(CHROMIUM_PACKAGES) || { $$SUDO apt-get update -q && $$SUDO apt-get install -y -q $(CHROMIUM_PACKAGES); }; }
 
 $(STAMP_INSTALL): pyproject.toml constraints.txt
-	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version.split()[0]'
+	@$(PYTHON) -c 'import sys; sys.exit(None if sys.version_info[:2] == (3, 11) else "make setup needs Python 3.11, found " \
+	  + sys.version.split()[0] + ": constraints.txt pins the tree for 3.11 (numpy 1.26 for PyTriton, the CPU torch on disk). " \
+	  + "Python 3.12 runs on GPU hosts: README, On a GPU host with no network")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip==25.3
-	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
+	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pip install -q -c constraints.txt -e '.[$(EXTRAS)]'
 	touch $@
 
 # Generates the cheems.v1 package from protos/ (never edit the output by hand).
@@ -79,6 +85,12 @@ image:
 # migrations + ingestion. Not part of `make test`, which needs no container engine.
 image-test: image
 	IMAGE=$(IMAGE) PYTHON=$(PYTHON) docker/image-test.sh
+
+# Wheels for an offline CUDA host whose image ships torch, numpy and transformers (scripts/wheelhouse.py),
+# downloaded into wheelhouse/ from the package index: `make wheelhouse PYTHON_VERSION=3.12`.
+PYTHON_VERSION ?= 3.12
+wheelhouse: $(STAMP_INSTALL)
+	$(BIN)/python scripts/wheelhouse.py --python-version $(PYTHON_VERSION)
 
 check: setup
 	$(BIN)/ruff check .

@@ -1,7 +1,7 @@
 """The one exception tree. Every error Cheems raises on purpose is a `CheemsError` of one kind below.
 
     CheemsError                      reason "internal"
-    ├── InvalidInput  (ValueError)   a request, file or value we cannot take: FormatError, ModelError, ...
+    ├── InvalidInput  (ValueError)   a request, file or value we cannot take: FormatError, ModelError, ConfigError...
     ├── NotFound      (LookupError)  a named thing that does not exist (a run, a prompt)
     ├── Conflict                     the state forbids it (a closed task, an id reused with other content)
     ├── LimitExceeded                over a configured limit; the same request fails again
@@ -92,6 +92,12 @@ class ModelError(InvalidInput):
     """A checkpoint cannot be loaded, converted or exported."""
 
     reason = "invalid_model"
+
+
+class ConfigError(InvalidInput):
+    """A setting that cannot work as given (a dtype the device cannot run); refused before anything starts."""
+
+    reason = "invalid_config"
 
 
 class FormatError(InvalidInput):

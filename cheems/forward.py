@@ -10,7 +10,7 @@ once (`cheems.packing`); `shared_rewards` is the same for a training forward (gr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -19,6 +19,10 @@ from cheems.model import head_of
 from cheems.packing import Cost, Packed, Row, lay_out, plan_rows
 
 MAX_BATCH_TOKENS = 32768  # padded tokens per forward in `score_in_groups`
+
+
+class Interrupted(Exception):
+    """`score_rows` stopped between forwards because its `stop` said so (nobody waits for the rewards)."""
 
 
 def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -56,23 +60,58 @@ def length_groups(lengths: Sequence[int], max_batch: int, max_tokens: int) -> li
 
 
 def score_in_groups(
-    model: Any, sequences: Sequence[Sequence[int]], max_batch: int, device: str, share: bool = False
+    model: Any,
+    sequences: Sequence[Sequence[int]],
+    max_batch: int,
+    device: str,
+    share: bool = False,
+    max_tokens: int = MAX_BATCH_TOKENS,
 ) -> list[float]:
     """Run `model` over length-grouped batches; results in input order.
 
     `share`: sequences with a common prefix worth sharing go in packed rows (`cheems.packing`); the
     rest, and everything when the model cannot take a packed row's mask, as they are."""
+    return score_rows(model, sequences, plan(model, sequences, share), max_batch, device, max_tokens)
+
+
+def plan(model: Any, sequences: Sequence[Sequence[int]], share: bool) -> list[Row]:
+    """The rows `score_rows` runs: packed where sharing pays (`share` and a model that takes the mask), else
+    every sequence a row of its own."""
+    if share and can_share(model):
+        return plan_rows(sequences, Cost.of(unwrapped(model).config))
+    return [Row(len(s) - 1, (i,)) for i, s in enumerate(sequences)]
+
+
+def score_rows(
+    model: Any,
+    sequences: Sequence[Sequence[int]],
+    rows: Sequence[Row],
+    max_batch: int,
+    device: str,
+    max_tokens: int = MAX_BATCH_TOKENS,
+    stop: Callable[[], bool] | None = None,
+) -> list[float]:
+    """Rewards of `sequences` laid out as `rows` (every index in exactly one), in input order: packed rows in
+    length groups of their own (their 4D mask), single sequences in plain right-padded length groups; a group
+    holds at most `max_batch` rows and `max_tokens` padded tokens. `stop()` is asked before each forward; when
+    it says so, `Interrupted` is raised (the caller has gone: the forwards left are not run)."""
     out = [0.0] * len(sequences)
-    rows = plan_rows(sequences, Cost.of(unwrapped(model).config)) if share and can_share(model) else []
     packs = [r for r in rows if len(r.members) > 1]
-    alone = [r.members[0] for r in rows if len(r.members) == 1] if rows else list(range(len(sequences)))
+    alone = [r.members[0] for r in rows if len(r.members) == 1]
+
+    def check() -> None:
+        if stop is not None and stop():
+            raise Interrupted("stopped between forwards")
+
     with torch.no_grad():
-        for group in length_groups([r.length(sequences) for r in packs], max_batch, MAX_BATCH_TOKENS):
+        for group in length_groups([r.length(sequences) for r in packs], max_batch, max_tokens):
+            check()
             chosen = [packs[g] for g in group]
             values = packed_rewards(model, sequences, chosen, device).tolist()
             for i, v in zip([i for r in chosen for i in r.members], values, strict=True):
                 out[i] = v
-        for group in length_groups([len(sequences[i]) for i in alone], max_batch, MAX_BATCH_TOKENS):
+        for group in length_groups([len(sequences[i]) for i in alone], max_batch, max_tokens):
+            check()
             members = [alone[g] for g in group]
             values = forward_rewards(model, [sequences[i] for i in members], device).tolist()
             for i, v in zip(members, values, strict=True):

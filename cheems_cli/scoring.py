@@ -102,16 +102,24 @@ def export_triton_command(
     model: Annotated[Path, typer.Option(exists=True, file_okay=False, help="Checkpoint directory.")],
     out: Annotated[Path, typer.Option(help="Model repository directory to write.")],
     name: Annotated[str, typer.Option()] = "cheems_rm",
-    max_batch_size: Annotated[int, typer.Option(min=1)] = 64,
+    max_batch_size: Annotated[int, typer.Option(min=1, help="Responses per forward (Triton's batch).")] = 64,
     device: Annotated[str, typer.Option(help="cpu, or cuda for KIND_GPU instances.")] = "cpu",
     prefix_sharing: Annotated[
         Literal["on", "off"], typer.Option(help="on: pack one prompt's responses, as `serve --prefix-sharing`.")
     ] = "on",
+    dtype: Annotated[
+        Literal["auto", "bfloat16", "float16", "float32"],
+        typer.Option(help="auto: bfloat16 for cuda (Ampere and later; float16 for older cards), float32 for cpu."),
+    ] = "auto",
+    max_batch_tokens: Annotated[int, typer.Option(min=1, help="Tokens per forward, padding counted.")] = 32768,
+    queue_delay_us: Annotated[
+        int, typer.Option(min=0, help="Microseconds Triton's dynamic batcher waits to fill a batch.")
+    ] = 2000,
 ) -> None:
     """Export a checkpoint as a Triton model repository (Python backend) for the official Triton image."""
     from services.scorer.triton.repository import export_triton_repository
 
     target = export_triton_repository(
-        model, out, name, max_batch_size, device=device, prefix_sharing=prefix_sharing == "on"
+        model, out, name, max_batch_size, queue_delay_us, device, prefix_sharing == "on", dtype, max_batch_tokens
     )
     typer.echo(f"wrote {target}")

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from cheems_cli.options import DatabaseUrl, clear_errors
+from cheems_cli.options import AccountTokenFile, DatabaseUrl, account_token, clear_errors
 
 app = typer.Typer()
 SAMPLE_BENCH = Path(__file__).resolve().parent.parent / "data" / "sample"
@@ -92,15 +92,18 @@ def status_command(
     json_: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     ports_from: Annotated[int, typer.Option(help="The port block `cheems up --ports-from` used (0 = standard).")] = 0,
     timeout: Annotated[float, typer.Option(help="Seconds per health check.")] = 2.0,
+    token_file: AccountTokenFile = None,
 ) -> None:
-    """Each service's health, how much each stage holds, and the models with their CheemsBench results, best first."""
+    """Each service's health, how much each stage holds, and the models with their CheemsBench results, best first
+    (what the scorer holds asked with your account's token: --token-file, CHEEMS_TOKEN, or `cheems up`'s operator)."""
     from services.store.db import StoreConfig, create_engine_for
     from system.plan import SystemConfig, addresses
     from system.status import render, status
 
     services = addresses(SystemConfig(ports_from=ports_from))
     services.pop("broker", None)  # not gRPC: its health is the services' that use it
-    report = status(create_engine_for(StoreConfig(db)), services, timeout)
+    token = account_token(token_file, services["scorer"])
+    report = status(create_engine_for(StoreConfig(db)), services, timeout, token)
     typer.echo(json.dumps(report, ensure_ascii=False, indent=2) if json_ else render(report))
 
 

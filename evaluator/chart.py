@@ -8,7 +8,13 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
-import matplotlib
+from cheems.extras import need
+
+try:
+    import matplotlib
+except ModuleNotFoundError:
+    need("charts")  # the `charts` extra: one line that says so, where matplotlib itself is missing
+    raise
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt

@@ -4,6 +4,7 @@
     print(render(report))        # or json.dumps(report): the `--json` shape below
 
     {"services": {name: "SERVING" | "NOT_SERVING" | "UNREACHABLE"},
+     "served": [{"model_id", "dtype", "backend", "default", "in_flight"}] | "why not",  # the scorer's models now
      "samples": int, "annotations": int, "rankings": int, "trainings": int,
      "rule_filtered": {"<rule><threshold>": int},   # responses the rule filter kept out of annotation
      "datasets": [{"id", "recipe", "prompts", "pairs", "rankings", "supervisor_model_id", "created_at",
@@ -34,17 +35,42 @@ from system.supervisor import grpc_health
 RUN_STATES = {"running": "running", "succeeded": "done", "failed": "failed"}
 
 
-def status(engine: Engine | None, services: Mapping[str, str], timeout: float = 2.0) -> dict[str, Any]:
-    """Health of each service (probed together) and, with an engine, what the store holds."""
+def status(engine: Engine | None, services: Mapping[str, str], timeout: float = 2.0, token: str = "") -> dict[str, Any]:
+    """Health of each service (probed together) and, with an engine, what the store holds; `token`: the account
+    the scorer is asked what it holds with (health needs none)."""
     with ThreadPoolExecutor(max_workers=max(1, len(services))) as pool:
         health = dict(zip(services, pool.map(lambda a: grpc_health(a, timeout), services.values()), strict=True))
     report: dict[str, Any] = {"services": health}
+    if health.get("scorer") == "SERVING":
+        report["served"] = served_models(services["scorer"], timeout, token)
     if engine is not None:
         try:
             report |= store_status(engine)
         except SQLAlchemyError as e:  # not migrated yet, or unreachable: the services' health still tells
             report["store_error"] = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
     return report
+
+
+def served_models(address: str, timeout: float, token: str = "") -> list[dict[str, Any]] | str:
+    """The models the scorer holds now (its GetModelInfo, as the account of `token`), each with the dtype it computes
+    in; or why not (UNAUTHENTICATED without a token the scorer takes)."""
+    import grpc
+
+    from cheems.v1 import reward_pb2, reward_pb2_grpc
+    from services.channels import open_channel
+
+    try:
+        with open_channel(address, token=token) as channel:
+            info = reward_pb2_grpc.RewardServiceStub(channel).GetModelInfo(
+                reward_pb2.ModelInfoRequest(), timeout=timeout
+            )
+    except grpc.RpcError as e:
+        return f"{e.code().name}: {e.details()}"
+    return [
+        {"model_id": m.model_id, "dtype": m.dtype, "backend": info.backend, "default": m.is_default,
+         "in_flight": m.in_flight}
+        for m in info.models
+    ]  # fmt: skip
 
 
 def store_status(engine: Engine) -> dict[str, Any]:
@@ -98,6 +124,14 @@ def render(report: Mapping[str, Any]) -> str:
     """The report as text: services, stage counts, then the leaderboard."""
     lines = ["services:"]
     lines += [f"  {name:<12} {state}" for name, state in report["services"].items()]
+    served = report.get("served")
+    if isinstance(served, str):
+        lines.append(f"scorer models: {served}")
+    elif served is not None:
+        held = [
+            f"{m['model_id']} ({'default, ' if m['default'] else ''}{m['dtype'] or 'dtype unknown'})" for m in served
+        ]
+        lines.append(f"scorer models: {', '.join(held) or 'none loaded'}")
     if "store_error" in report:
         lines.append(f"store: {report['store_error']}")
     if "samples" in report:

@@ -45,17 +45,32 @@ def build_tokenizer() -> Any:
     return tokenizer
 
 
-def tiny_config(tokenizer: Any, hidden_size: int = 64, layers: int = 2, **extra: Any) -> Any:
-    """A small Qwen2 config over the real vocabulary (hidden_size a multiple of 4)."""
+def tiny_config(
+    tokenizer: Any,
+    hidden_size: int = 64,
+    layers: int = 2,
+    *,
+    heads: int = 4,
+    kv_heads: int = 2,
+    intermediate: int | None = None,
+    **extra: Any,
+) -> Any:
+    """A small Qwen2 config over the real vocabulary: `heads` attention heads sharing `kv_heads` key/value heads
+    (grouped-query attention), an MLP of `intermediate` (default 2 x hidden_size). The defaults are the tiny
+    test model; `hidden_size=896, layers=24, heads=14, kv_heads=2, intermediate=4864` is Qwen2.5-0.5B's shape."""
     from transformers import Qwen2Config
 
+    if hidden_size % heads:
+        raise ValueError(f"hidden_size {hidden_size} is not a multiple of heads {heads}")
+    if heads % kv_heads:
+        raise ValueError(f"heads {heads} is not a multiple of kv_heads {kv_heads}")
     return Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
-        intermediate_size=hidden_size * 2,
+        intermediate_size=intermediate or hidden_size * 2,
         num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
         max_position_embeddings=4096,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -64,14 +79,26 @@ def tiny_config(tokenizer: Any, hidden_size: int = 64, layers: int = 2, **extra:
     )
 
 
-def build_model(tokenizer: Any, hidden_size: int = 64, layers: int = 2, seed: int = 0) -> Any:
-    """A randomly initialised Qwen2ForSequenceClassification (num_labels=1) sized for CPU."""
+def build_model(
+    tokenizer: Any,
+    hidden_size: int = 64,
+    layers: int = 2,
+    seed: int = 0,
+    *,
+    heads: int = 4,
+    kv_heads: int = 2,
+    intermediate: int | None = None,
+) -> Any:
+    """A randomly initialised Qwen2ForSequenceClassification (num_labels=1), by default sized for CPU
+    (the shape's arguments are `tiny_config`'s)."""
     import torch
     from transformers import Qwen2ForSequenceClassification
 
     from cheems.model import init_head
 
-    config = tiny_config(tokenizer, hidden_size, layers, num_labels=1)
+    config = tiny_config(
+        tokenizer, hidden_size, layers, heads=heads, kv_heads=kv_heads, intermediate=intermediate, num_labels=1
+    )
     torch.manual_seed(seed)
     model = Qwen2ForSequenceClassification(config)
     init_head(model, seed)

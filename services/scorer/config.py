@@ -74,12 +74,28 @@ class ScorerConfig(BaseSettings):
         default="", description="host:port of an external Triton gRPC endpoint; empty = start one with PyTriton."
     )
     triton_model_name: str = Field(default="cheems_rm", description="Name of the model in Triton.")
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
+        default="auto",
+        description="What the model computes in: auto = bfloat16 on a CUDA device that has it (float16 on older "
+        "cards), float32 on CPU. Rewards are float32 whatever it is; a dtype the device cannot run is refused.",
+    )
     max_batch_size: int = Field(
         default=64,
         ge=1,
-        description="Triton's dynamic batch, in responses; larger requests go to Triton in chunks of this.",
+        description="Responses per forward: concurrent calls share a forward up to this (torch: the scorer's "
+        "batcher; triton: its dynamic batcher); larger calls are split into forwards of this.",
     )
-    queue_delay_us: int = Field(default=2000, ge=0, description="Microseconds Triton waits to fill a batch.")
+    max_batch_tokens: int = Field(
+        default=32768,
+        ge=1,
+        description="Tokens per forward, padding counted (both backends): what fills a card without overflowing it.",
+    )
+    queue_delay_us: int = Field(
+        default=2000,
+        ge=0,
+        description="Microseconds a call may wait for others to share its forward (torch: only while other calls "
+        "are still being tokenized; triton: its dynamic batcher's delay).",
+    )
     prefix_sharing: bool = Field(
         default=True,
         description="on: responses to one prompt go in one packed row that computes their common prefix once "

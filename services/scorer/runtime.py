@@ -33,12 +33,13 @@ from services.scorer.config import ScorerConfig
 from services.scorer.http.app import create_app
 from services.scorer.models.feed import ModelFeed
 from services.scorer.models.follow import Follower
-from services.scorer.models.loading import load_first, load_served, registry_lookup
+from services.scorer.models.loading import execution_of, load_first, load_served, registry_lookup
 from services.scorer.models.served import NO_MODEL, ModelRef, ModelSlot, ServedModel
 from services.scorer.models.shelf import ModelShelf
 from services.scorer.server import callers, create_server, set_alive, set_health
 from services.scorer.service import Scorer
 from services.scorer.telemetry import ScorerMetrics
+from services.scorer.triton.available import require_triton
 from services.scorer.triton.host import TritonHost
 from services.scorer.triton.shared import SharedTriton
 from services.scorer.triton.supervisor import RestartPolicy, State, Supervisor
@@ -60,15 +61,21 @@ class ScorerServer:
         self._http_thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self.failed = threading.Event()  # the backend is gone for good: the process should be replaced
+        self.metrics = ScorerMetrics()
         self.scorer: Scorer | None = None
         self.supervisor: Supervisor | None = None
         self.follower: Follower | None = None
         self.shelf: ModelShelf | None = None
         self.callers: Authenticate | None = None
+        # refused here, before anything loads: a Triton to start without PyTriton, a dtype the device cannot run
+        # (an external Triton runs its own)
+        if backend is None:
+            require_triton(config.backend, config.triton_url)
+        execution = execution_of(config) if config.backend == "torch" or not config.triton_url else None
         # one tritonserver for every model this scorer serves (PyTriton; not for torch or an external Triton)
         self.triton = (
-            SharedTriton(config.device, config.max_batch_size, config.queue_delay_us)
-            if config.backend == "triton" and not config.triton_url and backend is None
+            SharedTriton(execution, config.queue_delay_us)
+            if execution is not None and config.backend == "triton" and backend is None
             else None
         )
 
@@ -99,6 +106,7 @@ class ScorerServer:
         try:
             model, self.models.follow_error = load_first(config, self._backend, lookup, self.triton)
             if model is not None:
+                self._instrument(model)
                 model.tokenizers.warm()  # in the background: the first calls may wait for a copy
                 self.models.swap(model)
         except BaseException:
@@ -110,7 +118,11 @@ class ScorerServer:
         self.shelf = ModelShelf(self.models, self._load, lookup, config.max_models)
         if lookup is not None:  # following the registry: a replaced default model stays for the calls naming it
             self.models.handover = self.shelf.handover
-        scorer = self.scorer = Scorer(config, self.models, ScorerMetrics(), self.shelf)
+        scorer = self.scorer = Scorer(config, self.models, self.metrics, self.shelf)
+        shelf = self.shelf
+        self.metrics.watch_models(
+            lambda: [(m.ref.model_id, m.backend.name, m.dtype, default) for m, default, _ in shelf.loaded()]
+        )
         self.callers = callers(config)  # who may call (None: anyone), on gRPC and HTTP alike
         self._grpc, self.grpc_port, self._health = create_server(config, scorer, self.callers)
         self._grpc.start()
@@ -134,8 +146,15 @@ class ScorerServer:
     def _load(self, ref: ModelRef) -> ServedModel:
         """A registered model, loaded beside the current one, its tokenizers made before it serves."""
         model = load_served(self.config, ref, previous=self.models.current, triton=self.triton)
+        self._instrument(model)
         model.tokenizers.warm().join()
         return model
+
+    def _instrument(self, model: ServedModel) -> None:
+        """The model's forwards counted in /metrics (where its backend batches calls itself)."""
+        batcher = getattr(model.backend, "batcher", None)
+        if batcher is not None:
+            batcher.on_batch = self.metrics.observe_forward
 
     def _load_default(self, ref: ModelRef) -> ServedModel:
         """The model that becomes the default: the shelf's copy when calls naming it loaded it already (the

@@ -130,9 +130,15 @@ class RewardServicer:
             follow_error=models.follow_error,
             # a backend that does not say (a benchmark's stand-in) does not share
             prefix_sharing=getattr(current.backend, "prefix_sharing", False) if current else config.prefix_sharing,
+            dtype=current.dtype if current else "",
             models=[
                 reward_pb2.LoadedModel(
-                    model_id=m.ref.model_id, path=m.ref.path, aliases=a, is_default=default, in_flight=m.in_flight
+                    model_id=m.ref.model_id,
+                    path=m.ref.path,
+                    aliases=a,
+                    is_default=default,
+                    in_flight=m.in_flight,
+                    dtype=m.dtype,
                 )
                 for m, default, a in self.scorer.shelf.loaded()
             ],

@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from cheems.chat import Encoded
+from services.scorer.backends import preparing
 from services.scorer.config import ScorerConfig
 from services.scorer.deadline import Deadline, always
 from services.scorer.errors import BackendUnavailable, ScorerError
@@ -99,12 +100,13 @@ class Scorer:
         started = time.perf_counter()
         encoded: list[list[Encoded]] = []
         with self._lease(name) as model:
-            for i in indexes:
-                deadline.check("tokenizing")
-                try:
-                    encoded.append(self._tokenize(model, items[i]))
-                except ScorerError as e:
-                    raise type(e)(f"items[{i}]: {e}" if len(items) > 1 else str(e)) from e
+            with preparing(model.backend):  # a batching backend waits (briefly) for calls still tokenizing
+                for i in indexes:
+                    deadline.check("tokenizing")
+                    try:
+                        encoded.append(self._tokenize(model, items[i]))
+                    except ScorerError as e:
+                        raise type(e)(f"items[{i}]: {e}" if len(items) > 1 else str(e)) from e
             flat = [e.input_ids for job in encoded for e in job]
             inference_started = time.perf_counter()
             self.metrics.queue.observe(inference_started - started)
@@ -138,7 +140,7 @@ class Scorer:
             eos = model.tokenizer.eos_token or ""
             texts = [query_text(q, model.tokenizer.pad_token, eos) for q in queries]
             deadline.check("tokenizing")
-            with model.tokenizers.lease() as tokenizer:
+            with preparing(model.backend), model.tokenizers.lease() as tokenizer:
                 encoded = tokenize_queries(
                     tokenizer, texts, self.config.max_length, self.config.truncation_policy, model.char_budget, "query"
                 )
@@ -169,7 +171,7 @@ class Scorer:
         step = self.config.max_batch_size * ROUND
         values: list[float] = []
         for start in range(0, len(sequences), step):
-            left = deadline.check("inference")
-            values += model.backend.score(sequences[start : start + step], left)
+            deadline.check("inference")
+            values += model.backend.score(sequences[start : start + step], deadline)
         self.metrics.responses.inc(len(sequences))
         return values

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 from sqlalchemy import Engine
 
@@ -92,3 +94,22 @@ def test_cli_json_on_a_real_store(engine: Engine, db_url: str) -> None:
     assert "production" in report
     assert {"id", "path", "dataset", "overall", "state", "aliases"} <= set(report["models"][0])
     assert {"id", "model_id", "state", "overall"} <= set(report["eval_runs"][0])
+
+
+def test_the_scorers_models_and_their_dtype(tiny_checkpoint: Callable[..., Path]) -> None:
+    from services.scorer.config import ScorerConfig
+    from services.scorer.runtime import ScorerServer
+
+    config = ScorerConfig(
+        model=str(tiny_checkpoint()), backend="torch", grpc_port=0, http_port=-1, dtype="bfloat16", token="s3cret-token"
+    )
+    with ScorerServer(config) as server:
+        refused = status(None, {"scorer": f"127.0.0.1:{server.grpc_port}"})  # health is open, the models are not
+        report = status(None, {"scorer": f"127.0.0.1:{server.grpc_port}"}, token="s3cret-token")
+    assert refused["services"] == {"scorer": "SERVING"} and refused["served"].startswith("UNAUTHENTICATED")
+    assert report["services"] == {"scorer": "SERVING"}
+    assert report["served"] == [
+        {"model_id": "tiny", "dtype": "bfloat16", "backend": "torch", "default": True, "in_flight": 0}
+    ]
+    assert "scorer models: tiny (default, bfloat16)" in render(report)
+    json.dumps(report)

@@ -25,6 +25,7 @@ from typing import Any
 import grpc
 
 from cheems.errors import CheemsError
+from cheems.extras import need
 from cheems.v1 import training_pb2
 from services.access import Authenticate, Guard, caller
 from services.bus.client import Publisher
@@ -154,6 +155,7 @@ def make_launcher(config: TrainingConfig) -> Launcher:
         from trainer.service.launchers.local import LocalLauncher
 
         return LocalLauncher()
+    need("kubernetes", instead="--launcher local trains on this machine")
     from trainer.service.launchers.kubernetes import (
         MANIFEST,
         KubernetesLauncher,

@@ -13,7 +13,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from cheems.execution import Execution
 from cheems.packing import Cost
+from cheems.precision import resolve_dtype
 from services.scorer.backends import Backend, TorchBackend, TritonBackend
 from services.scorer.config import ScorerConfig
 from services.scorer.errors import BackendUnavailable, UnknownModel
@@ -138,27 +140,31 @@ def make_backend(
     """(backend, its handle in the Triton that serves it, or None); `tokenizer`, the checkpoint's, saves loading
     it again; `triton`, the Triton shared by the scorer's models (None: one of the model's own).
 
-    `prefix_sharing` reaches the model's forward: in process, in the infer function of our Triton; an
-    external Triton's model has its own (`cheems export-triton --prefix-sharing`), and the scorer only keeps
-    one prompt's sequences in one request for it."""
+    `prefix_sharing` and `dtype` reach the model's forward: in process, in the infer function of our Triton; an
+    external Triton's model has its own (`cheems export-triton --prefix-sharing --dtype`), and the scorer only
+    keeps one prompt's sequences in one request for it."""
     share = config.prefix_sharing
     if config.backend == "torch":
-        return TorchBackend(path, config.device, config.max_batch_size, tokenizer, share), None
+        return TorchBackend(path, execution_of(config), tokenizer, config.queue_delay_us / 1e6), None
     if config.triton_url:
         from transformers import AutoConfig
 
         cost = Cost.of(AutoConfig.from_pretrained(path)) if share else None
         return TritonBackend(config.triton_url, config.triton_model_name, config.max_batch_size, cost), None
-    host = TritonHost(
-        path, config.triton_model_name, config.device, config.max_batch_size, config.queue_delay_us, tokenizer, share,
-        server=triton,
-    )  # fmt: skip
+    host = TritonHost(path, config.triton_model_name, execution_of(config), tokenizer, triton, config.queue_delay_us)
     try:
         url = host.start()
         cost = Cost.of(host.model_config) if host.prefix_sharing else None
-        backend = TritonBackend(url, host.name, config.max_batch_size, cost, host.prefix_sharing)
+        backend = TritonBackend(url, host.name, config.max_batch_size, cost, host.prefix_sharing, host.dtype)
         host.on_restart = backend.reconnect
         return backend, host
     except BaseException:
         host.stop()
         raise
+
+
+def execution_of(config: ScorerConfig) -> Execution:
+    """How the scorer runs its models; the dtype is resolved here, so one the device cannot run is refused
+    (ConfigError) before anything loads."""
+    dtype = resolve_dtype(config.dtype, config.device)
+    return Execution(config.device, dtype, config.prefix_sharing, config.max_batch_size, config.max_batch_tokens)

@@ -75,6 +75,11 @@ class ServedModel:
         self._host_lock = threading.Lock()
 
     @property
+    def dtype(self) -> str:
+        """What the model computes in ("" when its backend does not say: an external Triton's model, a stand-in)."""
+        return str(getattr(self.backend, "dtype", ""))
+
+    @property
     def in_flight(self) -> int:
         """Calls scoring with this model now."""
         with self._lock:

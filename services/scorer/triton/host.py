@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from cheems.execution import Execution
 from cheems.forward import can_share
 from services.scorer.triton.shared import SharedTriton
 
@@ -29,18 +30,17 @@ class TritonHost:
         self,
         model_dir: str,
         name: str,
-        device: str,
-        max_batch_size: int,
-        queue_delay_us: int,
+        execution: Execution,
         tokenizer: Any = None,
-        share: bool = False,
         server: SharedTriton | None = None,
+        queue_delay_us: int = 2000,
     ) -> None:
-        """`tokenizer`: the checkpoint's, if loaded already (it is needed only while loading the model);
-        `share`: prefix sharing in the infer function (where the model's attention takes it)."""
-        self.model_dir, self.device, self.share = model_dir, device, share
+        """`execution`: device, dtype, prefix sharing (where the model's attention takes it) and batch limits;
+        `tokenizer`: the checkpoint's, if loaded already (it is needed only while loading the model); `server`:
+        the Triton to load it in (None: one of its own, batching with `queue_delay_us`)."""
+        self.model_dir, self.execution = model_dir, execution
         self.name = name if server is None else f"{name}-{next(self._numbers)}"
-        self.server = server if server is not None else SharedTriton(device, max_batch_size, queue_delay_us)
+        self.server = server if server is not None else SharedTriton(execution, queue_delay_us)
         self._tokenizer = tokenizer
         self._model: Any = None
         self.on_restart: Callable[[str], None] = lambda url: None
@@ -56,7 +56,12 @@ class TritonHost:
     @property
     def prefix_sharing(self) -> bool:
         """Whether the served model packs sequences that share a prefix (known once started)."""
-        return self.share and self._model is not None and can_share(self._model)
+        return self.execution.share and self._model is not None and can_share(self._model)
+
+    @property
+    def dtype(self) -> str:
+        """What the served model computes in."""
+        return self.execution.dtype_name
 
     @property
     def model_config(self) -> Any:
@@ -75,12 +80,9 @@ class TritonHost:
         self.server.note_processes()
 
     def start(self) -> str:
-        from cheems.model import load_model
-
         if self._model is None:
-            self._model, _ = load_model(self.model_dir, tokenizer=self._tokenizer)
+            self._model = self.execution.load(self.model_dir, self._tokenizer)
             self._tokenizer = None
-            self._model.to(self.device).eval()
         url = self.server.add(self.name, self._model, self.prefix_sharing, lambda url: self.on_restart(url))
         log.info("Triton at %s serves %s as %s", url, self.model_dir, self.name)
         return url

@@ -20,13 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from cheems.forward import score_in_groups
+from cheems.execution import Execution
 
 log = logging.getLogger(__name__)
 
 
-def make_infer(model: Any, device: str, max_batch: int, share: bool = False) -> Callable[..., dict[str, np.ndarray]]:
-    """Triton's infer function over the merged batch; `share`: pack sequences with a common prefix."""
+def make_infer(model: Any, execution: Execution) -> Callable[..., dict[str, np.ndarray]]:
+    """Triton's infer function over the merged batch, on `execution`'s device, in forwards within its limits;
+    `execution.share`: pack sequences with a common prefix."""
     from pytriton.decorators import batch
 
     # PyTriton may call this from several threads at once; concurrent forwards make torch's thread
@@ -38,7 +39,7 @@ def make_infer(model: Any, device: str, max_batch: int, share: bool = False) -> 
     def infer(input_ids: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
         sequences = [row[: int(n)].tolist() for row, n in zip(input_ids, lengths[:, 0], strict=True)]
         with lock:
-            values = score_in_groups(model, sequences, max_batch, device, share=share)
+            values = execution.score(model, sequences)
         return {"rewards": np.asarray(values, dtype=np.float32)[:, None]}
 
     return infer

@@ -1,6 +1,6 @@
 """One Triton Inference Server for every model the scorer serves, models loaded and unloaded while it runs.
 
-    triton = SharedTriton(device="cpu", max_batch_size=64, queue_delay_us=500)
+    triton = SharedTriton(Execution(device="cpu", max_sequences=64), queue_delay_us=500)
     url = triton.add("cheems_rm-1", model, share=False, on_restart=backend.reconnect)  # bound, loaded, served
     triton.remove("cheems_rm-1")            # unloaded from Triton; the server stops with its last model
 
@@ -18,11 +18,12 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from cheems.execution import Execution
 from services.scorer.triton import processes
 from services.scorer.triton.model import free_port, make_infer, use_running_libpython
 
@@ -37,8 +38,11 @@ class Binding:
 
 
 class SharedTriton:
-    def __init__(self, device: str, max_batch_size: int, queue_delay_us: int) -> None:
-        self.device, self.max_batch_size, self.queue_delay_us = device, max_batch_size, queue_delay_us
+    def __init__(self, execution: Execution, queue_delay_us: int = 2000) -> None:
+        """`execution`: the device, and what a batch holds (Triton's `max_batch_size`; the infer function's token
+        budget); `queue_delay_us`: how long Triton's dynamic batcher waits to fill one. Each model's dtype and
+        prefix sharing are its own (`add`)."""
+        self.execution, self.queue_delay_us = execution, queue_delay_us
         self.triton: Any = None
         self.url = ""
         self.log_file = ""
@@ -139,14 +143,14 @@ class SharedTriton:
 
         self.triton.bind(
             model_name=name,
-            infer_func=make_infer(binding.model, self.device, self.max_batch_size, binding.share),
+            infer_func=make_infer(binding.model, replace(self.execution, share=binding.share)),
             inputs=[
                 Tensor(name="input_ids", dtype=np.int64, shape=(-1,)),
                 Tensor(name="lengths", dtype=np.int64, shape=(1,)),
             ],
             outputs=[Tensor(name="rewards", dtype=np.float32, shape=(1,))],
             config=ModelConfig(
-                max_batch_size=self.max_batch_size,
+                max_batch_size=self.execution.max_sequences,
                 batcher=DynamicBatcher(max_queue_delay_microseconds=self.queue_delay_us),
             ),
             strict=True,

@@ -48,7 +48,7 @@ class SlowBackend:
     def ready(self) -> bool:
         return True
 
-    def score(self, sequences: Sequence[Sequence[int]], timeout: float | None = None) -> list[float]:
+    def score(self, sequences: Sequence[Sequence[int]], deadline: object = None) -> list[float]:
         self.calls += 1
         time.sleep(CALL_SECONDS)
         return [float(len(s)) for s in sequences]

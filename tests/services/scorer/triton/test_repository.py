@@ -16,6 +16,7 @@ from transformers import AutoConfig
 from cheems.errors import ModelError
 from cheems.packing import Cost
 from services.scorer.backends import TorchBackend, TritonBackend
+from services.scorer.deadline import Deadline
 from services.scorer.triton.model import free_port
 from services.scorer.triton.repository import export_triton_repository
 
@@ -73,8 +74,9 @@ def test_exported_repository_serves_the_checkpoints_scores(tiny_model: Path, tmp
         sequences += [[*prompt, 100, 151645], [*prompt, 101, 102, 151645], [*prompt, 100, 151645]]
         assert backend.prefix_sharing is True  # read from the model config Triton serves
         unshared = TorchBackend(str(tiny_model)).score(sequences)  # share=False
-        assert backend.score(sequences, 30) == pytest.approx(unshared, abs=1e-4)
-        assert "cheems_rm: prefix sharing on" in (tmp_path / "triton.log").read_text()  # the model's own word
+        assert backend.score(sequences, Deadline.of(30, 30)) == pytest.approx(unshared, abs=1e-4)
+        assert "cheems_rm: float32, prefix sharing on" in (tmp_path / "triton.log").read_text()  # the model's word
+        assert backend.dtype == "float32"  # the export's dtype for the CPU, read from the model config
     finally:
         backend.close()
         server.terminate()

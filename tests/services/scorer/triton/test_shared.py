@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cheems.execution import Execution
 from cheems.model import load_model
 from services.scorer.backends import TorchBackend, TritonBackend
 from services.scorer.triton import processes
@@ -33,7 +34,7 @@ def test_two_models_in_one_server_unloaded_one_at_a_time(
 ) -> None:
     two = tiny_checkpoint(hidden_size=32, layers=2, seed=2, name="two")
     expected = {name: TorchBackend(str(path)).score(SEQUENCES) for name, path in (("one", tiny_model), ("two", two))}
-    triton = SharedTriton("cpu", max_batch_size=8, queue_delay_us=100)
+    triton = SharedTriton(Execution("cpu", max_sequences=8), queue_delay_us=100)
     backends: dict[str, TritonBackend] = {}
     try:
         for name, path in (("one", tiny_model), ("two", two)):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ import jsonschema
 import pytest
 from sqlalchemy import Engine
 
+from cheems.extras import MissingExtra
 from tests.k8s.crd_schema import crd_schema
 from tests.trainer.conftest import seed_sample
 from tests.trainer.service.launchers.fake_cluster import FakeKubernetes, api_client, running
@@ -88,6 +90,15 @@ def test_the_setting_picks_the_trainjob_launcher(monkeypatch: pytest.MonkeyPatch
     assert (type(job).__name__, type(trainjob).__name__) == ("KubernetesLauncher", "TrainJobLauncher")
     with pytest.raises(ValueError, match="workload must be one of job, trainjob"):
         TrainingConfig(workload="pytorchjob")
+
+
+def test_without_the_kubernetes_extra_the_launcher_says_so_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "kubernetes", None)  # as where `cheems[kubernetes]` is not installed
+    with pytest.raises(
+        MissingExtra, match=r"--launcher local trains on this machine, or pip install 'cheems\[kubernetes\]'$"
+    ):
+        make_launcher(TrainingConfig(launcher="kubernetes", namespace="cheems"))
+    assert make_launcher(TrainingConfig()).__class__.__name__ == "LocalLauncher"
 
 
 def test_a_trainjob_trains_is_watched_again_after_a_restart_and_registers_the_model(

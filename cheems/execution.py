@@ -1,0 +1,51 @@
+"""How a reward model runs: the device, the dtype, prefix sharing, and how much one forward holds.
+
+    execution = Execution(device="cuda", dtype=torch.bfloat16, share=True, max_sequences=64, max_tokens=32768)
+    model = execution.load("out/train-tiny/model")        # on the device, in the dtype, in eval mode
+    rewards = execution.score(model, sequences)           # float32 rewards, forwards within the limits
+
+One object for every place that runs a model to score (the scorer's torch backend, the infer function of the
+Triton it starts, the Python-backend model `cheems export-triton` writes), so a dtype or a limit means the same
+wherever the model runs. `cheems.precision.resolve_dtype` turns a command line's dtype name into `dtype`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cheems.forward import MAX_BATCH_TOKENS, score_in_groups
+from cheems.precision import dtype_name
+
+
+@dataclass(frozen=True)
+class Execution:
+    device: str = "cpu"
+    dtype: torch.dtype = torch.float32
+    share: bool = False  # pack sequences with a common prefix (where the model's attention takes the mask)
+    max_sequences: int = 64  # rows of one forward
+    max_tokens: int = MAX_BATCH_TOKENS  # padded tokens of one forward
+
+    def __post_init__(self) -> None:
+        for name in ("max_sequences", "max_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+
+    @property
+    def dtype_name(self) -> str:
+        return dtype_name(self.dtype)
+
+    def load(self, path: str | Path, tokenizer: Any = None) -> Any:
+        """The checkpoint's model on the device, in the dtype, in eval mode (`tokenizer`: see `load_model`)."""
+        from cheems.model import load_model
+
+        model, _ = load_model(path, dtype=self.dtype, tokenizer=tokenizer)
+        return model.to(self.device).eval()
+
+    def score(self, model: Any, sequences: Sequence[Sequence[int]]) -> list[float]:
+        """Float32 rewards of `sequences`, in length-grouped forwards within the limits (shared where set)."""
+        return score_in_groups(model, sequences, self.max_sequences, self.device, self.share, self.max_tokens)

@@ -44,6 +44,7 @@ from cheems.v1 import events_pb2, reward_pb2, reward_pb2_grpc, training_pb2
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
+from services.channels import open_channel
 from services.scorer.config import ScorerConfig
 from services.scorer.runtime import ScorerServer
 from services.store import lifecycle, registry
@@ -253,6 +254,7 @@ def ranking_section(args: argparse.Namespace) -> None:
     from services.annotation.service import AnnotationService
     from services.hosting import HostConfig
     from services.store import repository
+    from services.store.accounts import AccountBook, add_annotator
 
     print(f"ranking: a prompt's last annotation -> its RankingEvent ({args.prompts} prompts, 5 triples each)")
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker() as broker:
@@ -261,9 +263,12 @@ def ranking_section(args: argparse.Namespace) -> None:
         upgrade(url)
         engine, publisher = create_engine_for(StoreConfig(url)), Publisher(broker.bootstrap)
         service = AnnotationService(engine, publisher)
-        host = servicer_host(service, HostConfig(port=0)).start()
+        with session_scope(engine) as session:
+            token = add_annotator(session, "bench")  # each submit's account is checked, as in production
+        host = servicer_host(service, HostConfig(port=0), AccountBook(engine)).start()
         arrivals = ArrivalTimes(broker.bootstrap, topics.RANKINGS)
-        stub = annotation_pb2_grpc.AnnotationServiceStub(grpc.insecure_channel(f"127.0.0.1:{host.port}"))
+        channel = open_channel(f"127.0.0.1:{host.port}", token=token)
+        stub = annotation_pb2_grpc.AnnotationServiceStub(channel)
         tag, last_sent, submit_took = uuid.uuid4().hex[:8], {}, []
         for n in range(args.prompts + 3):  # the first three warm the path up and are not counted
             with session_scope(engine) as session:

@@ -2,6 +2,7 @@
 
     log.info("store at %s", hide_password(url))   # postgresql+psycopg://user:***@host/db
     token = read_secret("/run/secrets/scorer-token", "--token-file")
+    write_secret(Path("out/up/accounts/operator.token"), token)   # 0600, in a 0700 folder, written atomically
 
 Every URL that is printed or logged goes through `hide_password` (database URLs, bootstrap and scorer
 addresses alike: they may carry `user:password@`). A token on the command line is visible to anyone
@@ -10,6 +11,7 @@ who can list processes (`ps`), so every token option can also be read from a fil
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -61,3 +63,16 @@ def read_secret(path: str | Path, option: str = "") -> str:
     if "\n" in secret:
         raise InvalidInput(f"{where}{path} holds more than one line; put the secret alone in it")
     return secret
+
+
+def write_secret(path: Path, secret: str) -> Path:
+    """Write `secret` (one line) to `path`, readable by its owner only (0600; the folder made 0700 if new), replacing
+    the file at once (a reader never sees half a secret)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.unlink(missing_ok=True)  # a left-over one may have other permissions
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+        out.write(secret + "\n")
+    os.replace(partial, path)
+    return path

@@ -7,11 +7,14 @@
     ├── LimitExceeded                over a configured limit; the same request fails again
     ├── Unavailable                  a dependency (Triton, the broker, a port) cannot serve now; retryable
     ├── DeadlineExceeded             the caller's deadline passed first
-    └── Cancelled                    the caller went away
+    ├── Cancelled                    the caller went away
+    ├── Unauthenticated              no credential, or one no active account has
+    └── PermissionDenied             the account's role may not do this (`cheems.roles`)
 
 Packages subclass a kind (`services.store.errors`, `services.scorer.errors`, ...). Only the edges map
-kinds to the outside: exit codes in `cheems_cli.options`, gRPC status in `services.hosting.grpc_status`,
-HTTP status in `services.scorer.http.app`. Each error has a `reason`, a stable word clients may read.
+kinds to the outside: exit codes in `cheems_cli.options`, gRPC status in `services.grpc_errors`,
+HTTP status in `services.web.errors` and `services.scorer.http.app`. Each error has a `reason`, a stable word
+clients may read.
 """
 
 from __future__ import annotations
@@ -65,6 +68,18 @@ class Cancelled(CheemsError):
     """The caller cancelled or disconnected."""
 
     reason = "cancelled"
+
+
+class Unauthenticated(CheemsError):
+    """No credential, or one that no active account has (gRPC UNAUTHENTICATED, HTTP 401). Never names the token."""
+
+    reason = "unauthenticated"
+
+
+class PermissionDenied(CheemsError):
+    """The caller's account may not do this: its role (the message names the role needed), or another's name."""
+
+    reason = "permission_denied"
 
 
 class PortInUse(Unavailable):

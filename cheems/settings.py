@@ -27,6 +27,7 @@ class Settings(BaseSettings):
     bench_root: str = ""  # the evaluation service reads StartRun's bench files from under here
     data_dir: str = "out/cheems"  # datasets and training runs (checkpoints, models): shared storage in a cluster
     training_url: str = ""  # host:port of the training service's gRPC endpoint
+    tls_ca: str = ""  # PEM file of the CA the services' TLS certificates are signed by; empty = plaintext gRPC
     judge_base_url: str = ""  # OpenAI-compatible API of the AI judge, e.g. https://host/v1
     judge_model: str = ""
     judge_api_key: str = ""

@@ -5,7 +5,9 @@
 
 With `--training-url` (or CHEEMS_TRAINING_URL) the trainings go to that running training service; without,
 this command starts one in this process against `--db` (local torchrun launcher, no events published) and
-stops it at the end, as `cheems demo` runs its services. The work is `trainer.service.ablation`, the table
+stops it at the end, as `cheems demo` runs its services. A running service takes your account's token
+(`--token-file`, CHEEMS_TOKEN, or a local `cheems up`'s operator); the one started here takes a token of its own,
+made for this run (its trainings are requested by person:ablation). The work is `trainer.service.ablation`, the table
 `trainer.ablation`.
 """
 
@@ -19,7 +21,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cheems_cli.options import DatabaseUrl, clear_errors, from_settings, key_values
+from cheems_cli.options import (
+    AccountTokenFile,
+    DatabaseUrl,
+    TlsCa,
+    account_token,
+    clear_errors,
+    from_settings,
+    key_values,
+)
 
 if TYPE_CHECKING:
     from trainer.ablation import AblationConfig, Row, Run
@@ -40,6 +50,7 @@ def ablation_command(
         typer.Option(help="CheemsBench files (repeat, or comma-separated); each is a subset named by its stem."),
     ],
     db: DatabaseUrl,
+    tls_ca: TlsCa,
     data_dir: Annotated[str, from_settings("data_dir", "In-process service: datasets and trainings go here.")],
     training_url: Annotated[
         str, from_settings("training_url", "host:port of a running training service (empty: one in this process).")
@@ -57,6 +68,7 @@ def ablation_command(
     poll: Annotated[float, typer.Option(min=0.1, help="Seconds between questions about a running training.")] = 2.0,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the rows and every run as JSON here.")] = None,
     chart: Annotated[Path | None, typer.Option(help="Draw the table as grouped bars into this PNG.")] = None,
+    token_file: AccountTokenFile = None,
 ) -> None:
     """Train one RM per dataset recipe through the training service ("human" first: it supervises the distant
     ones), evaluate each on the bench files, and print the paper's Table 4 (a recipe that cannot run says why)."""
@@ -80,7 +92,8 @@ def ablation_command(
         )
     except ValueError as e:  # UnknownDatasetRecipe included: it names the valid ones
         raise typer.BadParameter(str(e)) from None
-    with _training_stub(training_url, db, data_dir, recipe, model) as stub:
+    token = account_token(token_file, training_url) if training_url else ""
+    with _training_stub(training_url, db, data_dir, recipe, model, token, tls_ca) as stub:
         runs = run_ablation(stub, config, lambda line: typer.echo(line, err=True))
     rows = table_rows(runs, plan(config.recipes))
     subsets = subsets_of(config.bench)
@@ -95,13 +108,20 @@ def ablation_command(
 
 
 @contextmanager
-def _training_stub(url: str, db: str, data_dir: str, recipe: str, model: str) -> Iterator[object]:
-    """A TrainingService stub: to `url`, or to a service started here (and stopped, its trainings cancelled)."""
+def _training_stub(
+    url: str, db: str, data_dir: str, recipe: str, model: str, token: str, tls_ca: str
+) -> Iterator[object]:
+    """A TrainingService stub: to `url` (with `token`), or to a service started here (and stopped, its trainings
+    cancelled) that takes a token of its own."""
+    import secrets
+
+    from cheems.roles import OPERATOR, Caller
     from cheems.v1 import training_pb2_grpc
-    from services.channels import open_channel
+    from services.access import static_token
+    from services.channels import open_channel, tls_credentials
 
     if url:
-        with open_channel(url) as channel:
+        with open_channel(url, tls_credentials(tls_ca), token=token) as channel:
             yield training_pb2_grpc.TrainingServiceStub(channel)
         return
     from services.hosting import HostConfig
@@ -115,10 +135,11 @@ def _training_stub(url: str, db: str, data_dir: str, recipe: str, model: str) ->
     upgrade(db)
     config = TrainingConfig(data_dir=data_dir, recipe=recipe or "tiny-cpu", model=model, port=0, poll_seconds=0.5)
     service = TrainingService(create_engine_for(StoreConfig(db)), config, LocalLauncher())
-    grpc_host = host(service, HostConfig(port=0)).start()
+    own = secrets.token_urlsafe(32)
+    grpc_host = host(service, HostConfig(port=0), static_token(own, Caller("ablation", OPERATOR))).start()
     before = {t.id for t in service.active()}  # another service's, on the same store: not ours to cancel
     try:
-        with open_channel(f"127.0.0.1:{grpc_host.port}") as channel:
+        with open_channel(f"127.0.0.1:{grpc_host.port}", token=own) as channel:
             yield training_pb2_grpc.TrainingServiceStub(channel)
     finally:
         for training in service.active():  # interrupted: nothing of ours trains on unwatched

@@ -8,10 +8,13 @@ from typing import Annotated, Any
 import typer
 
 from cheems_cli.options import (
+    AccountTokenFile,
     JudgeApiKey,
     JudgeApiKeyFile,
     JudgeBaseUrl,
     JudgeModel,
+    TlsCa,
+    account_token,
     clear_errors,
     secret_option,
 )
@@ -157,9 +160,16 @@ def annotate_filter(
 @clear_errors
 def annotate_simulate_humans(
     annotation_url: Annotated[str, typer.Option(help="host:port of the annotation service's gRPC endpoint.")],
+    token_dir: Annotated[
+        Path,
+        typer.Option(
+            exists=True, file_okay=False, help="One annotator account's token per file, NAME.token (sorted by name)."
+        ),
+    ],
     bench: Annotated[
         list[Path], typer.Option(exists=True, dir_okay=False, help="Bench file whose ranks are the truth (repeat).")
     ],
+    tls_ca: TlsCa,
     annotators: Annotated[
         int,
         typer.Option(
@@ -173,14 +183,21 @@ def annotate_simulate_humans(
     idle_seconds: Annotated[
         float, typer.Option(min=0.0, help="Keep looking this long for new tasks once none is open.")
     ] = 0.0,
+    token_file: AccountTokenFile = None,
 ) -> None:
-    """Simulated people work the annotation queue over gRPC (ListTasks, SubmitAnnotation) until it is empty."""
+    """Simulated people work the annotation queue over gRPC (ListTasks, SubmitAnnotation) until it is empty, each
+    signed in as an annotator account of --token-dir; an operator's token (--token-file) counts what is left."""
     import json
     from dataclasses import asdict
 
+    from cheems.credentials import read_secret
     from cheems.formats.cheemsbench import read_bench
     from services.annotation.simulation.annotators import SimulationConfig, simulate_humans
+    from services.channels import tls_credentials
 
     items = [item for path in bench for item in read_bench(path)]
     config = SimulationConfig(annotators=annotators, noise=noise, seed=seed, idle_seconds=idle_seconds)
-    typer.echo(json.dumps(asdict(simulate_humans(annotation_url, items, config))))
+    accounts = [(p.stem, read_secret(p, "--token-dir")) for p in sorted(token_dir.glob("*.token"))]
+    token = account_token(token_file, annotation_url)
+    stats = simulate_humans(annotation_url, items, config, accounts, token, tls_credentials(tls_ca))
+    typer.echo(json.dumps(asdict(stats)))

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cheems_cli.options import (
+    AccountTokenFile,
     DatabaseUrl,
     KafkaBootstrap,
     ScorerUrl,
+    account_token,
     clear_errors,
 )
 
@@ -78,6 +80,7 @@ def eval_command(
         int, typer.Option(min=0, help="Retries of a judge call that fails (connection, timeout, HTTP 429/5xx).")
     ] = 3,
     judge_timeout: Annotated[float, typer.Option(min=0.1, help="Seconds a judge call may take.")] = 60.0,
+    token_file: AccountTokenFile = None,
 ) -> None:
     """Score a reward model (a rewards file, or through Kafka) or a generative judge on bench files."""
     from cheems.formats.benchfile import BenchFormat
@@ -116,6 +119,7 @@ def eval_command(
         bootstrap,
         json_out,
         report,
+        account_token(token_file, scorer_url) if via_kafka else "",
     )
 
 
@@ -130,6 +134,7 @@ def _reward_model(
     bootstrap: str,
     json_out: Path | None,
     report: Path | None,
+    token: str = "",
 ) -> None:
     from evaluator.evaluate import EvalOptions, evaluate_files, load_subsets
     from evaluator.report import format_table, write_json, write_report
@@ -141,7 +146,7 @@ def _reward_model(
         from evaluator.pipeline.driver import run_via_kafka  # Kafka and the store: imported only when asked for
 
         load_subsets(bench, fmt=fmt)  # bad files or a wrong --format fail here; the run itself detects the layout
-        result = run_via_kafka([str(b) for b in bench], scorer_url, db, bootstrap, options)
+        result = run_via_kafka([str(b) for b in bench], scorer_url, db, bootstrap, options, token=token)
     typer.echo(format_table(result))
     if json_out:
         write_json(result, json_out)

@@ -14,8 +14,8 @@ import typer
 
 from cheems_cli import (
     ablation,
+    accounts,
     annotation,
-    annotators,
     data,
     dev,
     evaluation,
@@ -35,7 +35,8 @@ app = typer.Typer(
 for group in (evaluation.app, annotation.app, scoring.app, models.app, ablation.app, data.app, system.app):
     app.add_typer(group)
 app.add_typer(annotation.annotate, name="annotate")
-app.add_typer(annotators.annotators, name="annotators")
+app.add_typer(accounts.accounts, name="accounts")
+app.add_typer(accounts.annotators, name="annotators")
 app.add_typer(lifecycle.registry, name="models")
 app.add_typer(data.db, name="db")
 app.add_typer(services.service, name="service")

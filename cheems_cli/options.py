@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 from collections.abc import Callable, Collection
 from functools import wraps
 from pathlib import Path
@@ -32,6 +33,10 @@ def from_settings(field: str, help: str) -> Any:
     )
 
 
+# where `cheems up` (default --data-dir) keeps its operator's token: found by the commands run beside it
+UP_OPERATOR_TOKEN = Path("out/up/accounts/operator.token")
+LOOPBACK = re.compile(r"^(127\.\d+\.\d+\.\d+|localhost|\[::1\]):\d+$")
+
 # Options several commands share; the Kubernetes manifests set their environment variables.
 ListenHost = Annotated[
     str, typer.Option(help="Address to listen on: 127.0.0.1 = this machine only (default); 0.0.0.0 in a pod.")
@@ -52,6 +57,20 @@ ScorerTokenFile = Annotated[
         envvar="CHEEMS_SCORER_TOKEN_FILE", dir_okay=False, help="Read the scorer's bearer token from this file."
     ),
 ]
+# An account's bearer token for the services (cheems.roles): a file, or CHEEMS_TOKEN; never an option's value.
+AccountTokenFile = Annotated[
+    Path | None,
+    typer.Option(
+        envvar="CHEEMS_TOKEN_FILE",
+        dir_okay=False,
+        help="File holding your account's bearer token (else CHEEMS_TOKEN, else a `cheems up` operator's file "
+        f"{UP_OPERATOR_TOKEN}, when there).",
+    ),
+]
+# TLS: a server's certificate and key; a client's CA
+TlsCert = Annotated[str, typer.Option(help="PEM certificate: the gRPC port speaks TLS only (with --tls-key).")]
+TlsKey = Annotated[str, typer.Option(help="PEM private key of --tls-cert.")]
+TlsCa = Annotated[str, from_settings("tls_ca", "PEM file of the CA the services' TLS certificates are signed by.")]
 JudgeBaseUrl = Annotated[str, from_settings("judge_base_url", "OpenAI-compatible API of the AI judge, e.g. .../v1")]
 JudgeModel = Annotated[str, from_settings("judge_model", "Model name at that API.")]
 JudgeApiKey = Annotated[
@@ -69,6 +88,28 @@ JudgeApiKeyFile = Annotated[
 def secret_option(value: str, file: Path | None, option: str) -> str:
     """A secret given as an option (or its env var) or, when `file` is given, read from that file (which wins)."""
     return value if file is None else read_secret(file, option)
+
+
+def account_token(file: Path | None, target: str) -> str:
+    """The bearer token to call the service at `target` with: `file`'s, else CHEEMS_TOKEN, else, for a service on
+    this machine (127.0.0.1, localhost, [::1]), the operator's of a `cheems up` run from this directory
+    (UP_OPERATOR_TOKEN; never sent to another host), else "" (no credential)."""
+    if file is not None:
+        return read_secret(file, "--token-file")
+    if os.environ.get("CHEEMS_TOKEN", "").strip():
+        return os.environ["CHEEMS_TOKEN"].strip()
+    local = LOOPBACK.match(target.removeprefix("dns:///").removeprefix("ipv4:")) is not None
+    return read_secret(UP_OPERATOR_TOKEN) if local and UP_OPERATOR_TOKEN.is_file() else ""
+
+
+def listen(port: int, host: str, tls_cert: str = "", tls_key: str = "") -> Any:
+    """The HostConfig of a service's options (a usage error naming the option when TLS is half given)."""
+    from services.hosting import HostConfig
+
+    try:
+        return HostConfig(port=port, host=host, tls_cert=tls_cert, tls_key=tls_key)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--tls-cert/--tls-key") from None
 
 
 def settings_options(
@@ -180,6 +221,8 @@ EXIT_CODES: list[tuple[type[BaseException], int]] = [
     (errors.NotFound, 2),
     (errors.Conflict, 2),
     (errors.LimitExceeded, 2),
+    (errors.Unauthenticated, 2),
+    (errors.PermissionDenied, 2),
     (OSError, 2),  # a file that cannot be read or written
     (errors.Unavailable, 3),
     (errors.DeadlineExceeded, 3),

@@ -7,7 +7,15 @@ from typing import Annotated, Literal
 
 import typer
 
-from cheems_cli.options import ScorerToken, ScorerTokenFile, clear_errors, secret_option, settings_options
+from cheems_cli.options import (
+    ScorerToken,
+    ScorerTokenFile,
+    TlsCa,
+    account_token,
+    clear_errors,
+    secret_option,
+    settings_options,
+)
 from services.scorer.config import ScorerConfig  # light (pydantic only): `serve`'s options are its fields
 
 app = typer.Typer()
@@ -44,19 +52,22 @@ def score_command(
     prompt: Annotated[str, typer.Option(help="The user prompt.")],
     response: Annotated[list[str], typer.Option(help="A response to score; repeat for several.")],
     token: ScorerToken,
+    tls_ca: TlsCa,
     token_file: ScorerTokenFile = None,
     model_url: Annotated[str, typer.Option(help="host:port of the scorer's gRPC endpoint.")] = "localhost:50051",
     system_prompt: Annotated[str, typer.Option()] = "",
     timeout: Annotated[float, typer.Option(help="Deadline in seconds.")] = 30.0,
 ) -> None:
-    """Score responses with a running scorer (a quick check)."""
+    """Score responses with a running scorer (a quick check). Without a scorer token, your account's is sent
+    (CHEEMS_TOKEN_FILE, CHEEMS_TOKEN, or a local `cheems up`'s operator)."""
     import grpc
 
+    from services.channels import tls_credentials
     from services.scorer.client import RewardClient
 
-    token = secret_option(token, token_file, "--token-file")
+    token = secret_option(token, token_file, "--token-file") or account_token(None, model_url)
     try:
-        with RewardClient(model_url, token=token, timeout=timeout) as client:
+        with RewardClient(model_url, token=token, timeout=timeout, credentials=tls_credentials(tls_ca)) as client:
             reply = client.score_full(prompt, response, system_prompt)
     except grpc.RpcError as e:
         typer.echo(f"error: {e.code().name}: {e.details()}", err=True)
@@ -81,7 +92,7 @@ def rewards_command(
 
     if bool(model) == bool(model_url):
         raise typer.BadParameter("give exactly one of --model and --model-url")
-    token = secret_option(token, token_file, "--token-file")
+    token = secret_option(token, token_file, "--token-file") or (account_token(None, model_url) if model_url else "")
     typer.echo(f"wrote {write_bench_rewards(bench, out, model, model_url, token)} rewards to {out}")
 
 

@@ -18,9 +18,13 @@ from cheems_cli.options import (
     ScorerToken,
     ScorerTokenFile,
     ScorerUrl,
+    TlsCa,
+    TlsCert,
+    TlsKey,
     clear_errors,
     from_settings,
     key_values,
+    listen,
     required,
     secret_option,
 )
@@ -35,12 +39,14 @@ def service_ingestion(
     bootstrap: KafkaBootstrap,
     port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50052,
     host: ListenHost = "127.0.0.1",
+    tls_cert: TlsCert = "",
+    tls_key: TlsKey = "",
 ) -> None:
-    """gRPC cheems.v1.IngestionService with health, until SIGTERM."""
-    from services.hosting import HostConfig
+    """gRPC cheems.v1.IngestionService with health, until SIGTERM; every call needs an operator's token."""
     from services.ingestion.server import serve
 
-    serve(db, bootstrap, HostConfig(port=port, host=host), lambda bound: typer.echo(f"ingestion: gRPC {host}:{bound}"))
+    config = listen(port, host, tls_cert, tls_key)
+    serve(db, bootstrap, config, lambda bound: typer.echo(f"ingestion: gRPC {host}:{bound}"))
 
 
 @service.command("annotation")
@@ -75,6 +81,8 @@ def service_annotation(
         typer.Option(help="Rule filter: a category whose answers skip the Chinese ratio (repeat; paper: none)."),
     ] = None,
     host: ListenHost = "127.0.0.1",
+    tls_cert: TlsCert = "",
+    tls_key: TlsKey = "",
     intake_delay: Annotated[float, typer.Option(hidden=True, help="Tests: seconds to pause after each sample.")] = 0.0,
 ) -> None:
     """gRPC cheems.v1.AnnotationService with health, until SIGTERM. With --bootstrap: new samples
@@ -88,7 +96,6 @@ def service_annotation(
     from services.annotation.intake import IntakeConfig
     from services.annotation.server import serve
     from services.annotation.web.workbench import WorkbenchConfig
-    from services.hosting import HostConfig
 
     try:
         intake = IntakeConfig(human_sources=tuple(human_sources or ("*",)), delay=intake_delay)
@@ -108,7 +115,7 @@ def service_annotation(
 
     web = WorkbenchConfig(lease_seconds=lease)
     tasks = TaskConfig(rules if rule_filter else None, doubling)
-    serve(db, HostConfig(port=port, host=host), ready, bootstrap, intake, http_port, web, tasks)
+    serve(db, listen(port, host, tls_cert, tls_key), ready, bootstrap, intake, http_port, web, tasks)
 
 
 @service.command("judge")
@@ -176,6 +183,8 @@ def service_evaluation(
     max_drop: Annotated[
         float, typer.Option(help="auto: the most any subset's (Acc.+Exact.)/2 may fall below production's.")
     ] = 0.02,
+    tls_cert: TlsCert = "",
+    tls_key: TlsKey = "",
 ) -> None:
     """gRPC cheems.v1.EvaluationService (StartRun, GetRun) with health, and the leaderboard over HTTP
     (--http-port), until SIGTERM; with --evaluate-models, a run of each newly registered model
@@ -184,7 +193,6 @@ def service_evaluation(
     from evaluator.pipeline.gate import GatePolicy
     from evaluator.pipeline.model_runs import ModelRunsConfig
     from evaluator.server import EvaluationConfig, resolve_bench, serve
-    from services.hosting import HostConfig
 
     required(bootstrap, "CHEEMS_KAFKA_BOOTSTRAP")
     if not Path(required(bench_root, "CHEEMS_BENCH_ROOT")).is_dir():
@@ -200,7 +208,7 @@ def service_evaluation(
         gate = GatePolicy(cast(Any, promotion), min_gain, max_drop)  # GatePolicy checks the mode
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    config = EvaluationConfig(Path(bench_root), HostConfig(port=port, host=host), models, http_port, gate)
+    config = EvaluationConfig(Path(bench_root), listen(port, host, tls_cert, tls_key), models, http_port, gate)
     serve(
         db, bootstrap, config,
         lambda bound: typer.echo(f"evaluation: gRPC {host}:{bound}, bench root {bench_root}"),
@@ -214,6 +222,7 @@ def service_eval_worker(
     scorer_url: ScorerUrl,
     bootstrap: KafkaBootstrap,
     token: ScorerToken,
+    tls_ca: TlsCa,
     token_file: ScorerTokenFile = None,
     health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50054,
     host: ListenHost = "127.0.0.1",
@@ -242,7 +251,7 @@ def service_eval_worker(
         token,
         config,
         lambda bound: typer.echo(f"worker: health on :{bound}"),
-        worker=WorkerConfig(model_wait=model_wait, batch_size=batch_size),
+        worker=WorkerConfig(model_wait=model_wait, batch_size=batch_size, tls_ca=tls_ca),
     )
 
 
@@ -341,6 +350,8 @@ def service_training(
         list[str] | None,
         typer.Option("--set", help="TrainConfig field key=value for every training (a request's win)."),
     ] = None,
+    tls_cert: TlsCert = "",
+    tls_key: TlsKey = "",
 ) -> None:
     """gRPC cheems.v1.TrainingService: datasets, trainings (local or Kubernetes) and models, until SIGTERM."""
     from trainer.datasets.recipes import DistantSettings
@@ -361,6 +372,8 @@ def service_training(
             nproc=nproc,
             port=port,
             host=host,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
             namespace=namespace,
             image=image,
             nodes=nodes,

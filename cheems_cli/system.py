@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from cheems_cli.options import DatabaseUrl, clear_errors
+from cheems_cli.options import AccountTokenFile, DatabaseUrl, account_token, clear_errors
 
 app = typer.Typer()
 SAMPLE_BENCH = Path(__file__).resolve().parent.parent / "data" / "sample"
@@ -57,9 +57,10 @@ def up_command(
     nproc: Annotated[int, typer.Option(min=1, help="Training processes (torchrun).")] = 1,
 ) -> None:
     """Run the whole loop on this machine until Ctrl-C: broker, store, ingestion, annotation (+ AI judge),
-    training, the scorer following the registry, score workers, sink and the evaluation API."""
+    training, the scorer following the registry, score workers, sink and the evaluation API. Every service checks
+    its callers' accounts; the operator's token is in DATA_DIR/accounts/operator.token (0600)."""
     from services import hosting
-    from system.plan import SystemConfig, addresses
+    from system.plan import OPERATOR_ACCOUNT, SystemConfig, addresses
     from system.supervisor import Supervisor
     from system.up import up
 
@@ -79,6 +80,7 @@ def up_command(
         for name, address in addresses(config).items():
             typer.echo(f"  {name:<12} {address}")
         typer.echo(f"  {'leaderboard':<12} http://127.0.0.1:{config.port(hosting.EVALUATION_HTTP_PORT)}/")
+        typer.echo(f"  {'operator':<12} token in {config.token_file(OPERATOR_ACCOUNT)} (CHEEMS_TOKEN_FILE)")
 
     up(config, event, ready)
 
@@ -90,15 +92,18 @@ def status_command(
     json_: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     ports_from: Annotated[int, typer.Option(help="The port block `cheems up --ports-from` used (0 = standard).")] = 0,
     timeout: Annotated[float, typer.Option(help="Seconds per health check.")] = 2.0,
+    token_file: AccountTokenFile = None,
 ) -> None:
-    """Each service's health, how much each stage holds, and the models with their CheemsBench results, best first."""
+    """Each service's health, how much each stage holds, and the models with their CheemsBench results, best first
+    (what the scorer holds asked with your account's token: --token-file, CHEEMS_TOKEN, or `cheems up`'s operator)."""
     from services.store.db import StoreConfig, create_engine_for
     from system.plan import SystemConfig, addresses
     from system.status import render, status
 
     services = addresses(SystemConfig(ports_from=ports_from))
     services.pop("broker", None)  # not gRPC: its health is the services' that use it
-    report = status(create_engine_for(StoreConfig(db)), services, timeout)
+    token = account_token(token_file, services["scorer"])
+    report = status(create_engine_for(StoreConfig(db)), services, timeout, token)
     typer.echo(json.dumps(report, ensure_ascii=False, indent=2) if json_ else render(report))
 
 

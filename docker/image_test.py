@@ -64,20 +64,30 @@ print(json.dumps({"model": reply.model, "score": list(reply.scores), "get_reward
 """
 
 INGEST = """
-import time, grpc
+import os, time, grpc
 from kafka import KafkaConsumer
 from cheems.v1 import common_pb2, ingestion_pb2, ingestion_pb2_grpc
+from services.store.accounts import add_account
+from services.store.db import StoreConfig, create_engine_for, session_scope
+with session_scope(create_engine_for(StoreConfig(os.environ["CHEEMS_DATABASE_URL"]))) as session:
+    token = add_account(session, "image-test", "operator")  # what `cheems accounts add` does
 responses = [common_pb2.Response(id="a", content="你好！"), common_pb2.Response(id="b", content="嗯")]
 sample = common_pb2.Sample(prompt="你好", responses=responses)
 stub = ingestion_pb2_grpc.IngestionServiceStub(grpc.insecure_channel("127.0.0.1:50052"))
-summary = stub.Ingest(iter([ingestion_pb2.IngestRecord(sample=sample, line=1)]), timeout=60)
+records = [ingestion_pb2.IngestRecord(sample=sample, line=1)]
+try:
+    stub.Ingest(iter(records), timeout=60)
+    raise AssertionError("ingested without a token")
+except grpc.RpcError as error:
+    assert error.code() == grpc.StatusCode.UNAUTHENTICATED, error
+summary = stub.Ingest(iter(records), timeout=60, metadata=[("authorization", f"Bearer {token}")])
 assert summary.stored == 1, summary
 consumer = KafkaConsumer("cheems.samples.v1", bootstrap_servers="127.0.0.1:9092", auto_offset_reset="earliest")
 deadline, events = time.monotonic() + 60, []
 while not events and time.monotonic() < deadline:
     events = [message for batch in consumer.poll(timeout_ms=1000).values() for message in batch]
 assert events, "no event on cheems.samples.v1 in 60 s"
-print(f"stored 1 sample; {len(events)} event on cheems.samples.v1")
+print(f"refused without a token; stored 1 sample with an operator's; {len(events)} event on cheems.samples.v1")
 """
 
 CONFINED = """

@@ -17,7 +17,9 @@ With `EvaluationConfig.http_port` the same process serves the leaderboard over H
 (`evaluator.leaderboard.app`: pages and JSON, /health), on the gRPC server's address.
 
 Bench files are named relative to the service's bench root (in Kubernetes the shared volume, which
-the result sink mounts at the same path); a name that leaves the root is refused. Errors are kinds
+the result sink mounts at the same path); a name that leaves the root is refused. Every call needs an operator's
+or admin's bearer token (`services.access`): UNAUTHENTICATED / PERMISSION_DENIED before the request is read.
+Errors are kinds
 of `cheems.errors`, mapped to a status by `services.grpc_errors.abort`: INVALID_ARGUMENT for a bad
 request (the message names the field, or the file and line), NOT_FOUND for an unknown run,
 UNAVAILABLE when the broker does not take the score requests.
@@ -44,6 +46,7 @@ from evaluator.leaderboard.app import create_app
 from evaluator.pipeline.gate import Gate, GatePolicy
 from evaluator.pipeline.model_runs import ModelEvaluator, ModelRunsConfig
 from evaluator.pipeline.runs import require_model, run_message, start_run
+from services.access import Authenticate, Guard
 from services.bus.client import EventConsumer, Publisher
 from services.grpc_errors import abort
 from services.hosting import EVALUATION_PORT, GrpcHost, HostConfig
@@ -120,10 +123,14 @@ class EvaluationServicer(evaluation_pb2_grpc.EvaluationServiceServicer):
         return run_message(self.engine, run_id)
 
 
-def host(servicer: EvaluationServicer, config: HostConfig) -> GrpcHost:
-    """The servicer on a GrpcHost (health, reflection), serving as soon as it is started."""
+def host(servicer: EvaluationServicer, config: HostConfig, authenticate: Authenticate) -> GrpcHost:
+    """The servicer on a GrpcHost (health, reflection), serving as soon as it is started; `authenticate`: the
+    accounts callers' tokens are checked against."""
     grpc_host = GrpcHost(
-        config, lambda server: evaluation_pb2_grpc.add_EvaluationServiceServicer_to_server(servicer, server), [SERVICE]
+        config,
+        lambda server: evaluation_pb2_grpc.add_EvaluationServiceServicer_to_server(servicer, server),
+        [SERVICE],
+        Guard(authenticate),
     )
     grpc_host.set_serving(True)
     return grpc_host
@@ -141,6 +148,7 @@ def serve(
     `on_ready(port)` runs once the server listens (the port bound, which config.host.port 0 leaves open);
     `on_http(port)` once the leaderboard's HTTP port listens (with config.http_port >= 0).
     """
+    from services.store.accounts import AccountBook
     from services.store.db import StoreConfig, create_engine_for
 
     engine = create_engine_for(StoreConfig(db))
@@ -149,7 +157,7 @@ def serve(
         web = HttpServer(create_app(engine), config.host.host, config.http_port).start()
     publisher = Publisher(bootstrap, max_block_ms=10000)  # a StartRun fails within ~10 s when Kafka is down
     servicer = EvaluationServicer(engine, publisher, config.bench_root)
-    grpc_host = host(servicer, config.host).start()
+    grpc_host = host(servicer, config.host, AccountBook(engine)).start()
     stop = threading.Event()
     follower = None
     gate = None

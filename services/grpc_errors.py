@@ -24,6 +24,8 @@ STATUS: list[tuple[type[errors.CheemsError], grpc.StatusCode]] = [
     (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
     (errors.DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
     (errors.Cancelled, grpc.StatusCode.CANCELLED),
+    (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
+    (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
     (errors.CheemsError, grpc.StatusCode.INTERNAL),
 ]
 

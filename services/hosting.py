@@ -6,8 +6,11 @@ beside it; Kafka consumers (the evaluator's worker and sink) host health alone, 
 `Heartbeat`: a consumer loop that stops polling for `stale_after` seconds turns NOT_SERVING, so the
 liveness probe restarts a wedged process.
 
-    host = GrpcHost(HostConfig(port=50052), register=lambda s: add_XServicer_to_server(servicer, s), names=[...])
+    host = GrpcHost(HostConfig(port=50052), register=lambda s: add_XServicer_to_server(servicer, s), names=[...],
+                    guard=Guard(AccountBook(engine)))      # every call names an account (services.access)
     host.start(); host.set_serving(True); host.wait_for_signal()
+
+With `HostConfig.tls_cert`/`tls_key` the port speaks TLS only (clients pass the CA: `services.channels`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from cheems.errors import PortInUse
+from cheems.errors import InvalidInput, PortInUse
 
 log = logging.getLogger(__name__)
 
@@ -137,28 +140,53 @@ class HostConfig:
     host: str = "127.0.0.1"  # this machine only; pods pass --host 0.0.0.0
     workers: int = 8  # handler threads
     drain_seconds: float = 10.0  # grace period for in-flight calls after SIGTERM
+    tls_cert: str = ""  # PEM certificate chain: the port speaks TLS only (with tls_key)
+    tls_key: str = ""  # PEM private key of tls_cert
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("tls_cert and tls_key must be given together")
+
+
+def server_credentials(cert: str, key: str) -> grpc.ServerCredentials | None:
+    """TLS credentials of a PEM certificate and key (None without them); InvalidInput for a file not read."""
+    if not cert:
+        return None
+    try:
+        with open(key, "rb") as k, open(cert, "rb") as c:
+            return grpc.ssl_server_credentials([(k.read(), c.read())])
+    except OSError as e:
+        raise InvalidInput(f"cannot read the TLS certificate or key: {e}") from None
 
 
 class GrpcHost:
-    """A gRPC server carrying `register`'s servicers plus health (NOT_SERVING until `set_serving`)."""
+    """A gRPC server carrying `register`'s servicers plus health (NOT_SERVING until `set_serving`); `guard`: the
+    interceptor checking each call's account (`services.access.Guard`; a health-only host needs none)."""
 
     def __init__(
-        self, config: HostConfig, register: Callable[[grpc.Server], None] | None = None, names: Sequence[str] = ()
+        self,
+        config: HostConfig,
+        register: Callable[[grpc.Server], None] | None = None,
+        names: Sequence[str] = (),
+        guard: grpc.ServerInterceptor | None = None,
     ) -> None:
         self.config, self.names = config, tuple(names)
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=config.workers), options=SERVER_OPTIONS)
+        self.server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=config.workers),
+            interceptors=[guard] if guard is not None else [],
+            options=SERVER_OPTIONS,
+        )
         if register is not None:
             register(self.server)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection([*self.names, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server)
-        self.port = bind(self.server, f"{config.host}:{config.port}")
+        credentials = server_credentials(config.tls_cert, config.tls_key)
+        self.port = bind(self.server, f"{config.host}:{config.port}", credentials)
         self.set_serving(False)
         self.set_alive(True)
         self._stopped = threading.Event()

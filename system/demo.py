@@ -5,8 +5,9 @@
 1. `cheems up` (in this process: `system.up`) with a simulated AI judge (`cheems dev judge-server`, a
    local server speaking the OpenAI chat-completions protocol, answering from the sample's gold ranks
    with noise), training automatically once 18 new rankings arrived.
-2. open.jsonl is ingested over gRPC (`IngestionService.Ingest`); its prompts get triple-wise tasks and
-   simulated human annotators (`cheems annotate simulate-humans`) rank them through AnnotationService.
+2. open.jsonl is ingested over gRPC (`IngestionService.Ingest`, as `cheems up`'s operator account); its prompts
+   get triple-wise tasks and simulated human annotators (`cheems annotate simulate-humans`), each signed in with
+   an annotator account of their own (tokens in <out>/accounts/annotators/), rank them through AnnotationService.
 3. With two trainings, human.jsonl is ingested too, once the human rankings are in; the AI judge
    worker annotates it pairwise.
 4. The loop runs by itself: rankings -> dataset -> training -> a candidate model -> the evaluator scores it by
@@ -27,14 +28,17 @@ from pathlib import Path
 
 import grpc
 
+from cheems.credentials import read_secret
 from cheems.errors import DeadlineExceeded
+from cheems.roles import ANNOTATOR
 from cheems.v1 import common_pb2, ingestion_pb2, ingestion_pb2_grpc, reward_pb2, reward_pb2_grpc
 from services import hosting
 from services.annotation.algorithm.filters import FilterConfig, reason
 from services.bus import topics
 from services.channels import open_channel
 from services.ingestion.records import read_samples
-from system.plan import BROKER_PORT, SystemConfig
+from system.accounts import provision
+from system.plan import BROKER_PORT, OPERATOR_ACCOUNT, SystemConfig
 from system.supervisor import SupervisorConfig
 from system.timeline import Timeline
 from system.up import up
@@ -123,18 +127,25 @@ def run_demo(config: DemoConfig, echo: Callable[[str], None]) -> dict[str, float
             raise failure[0]
         timeline = Timeline(f"127.0.0.1:{system.port(BROKER_PORT)}", echo, began).start()
         deadline = began + config.timeout
+        operator = system.token_file(OPERATOR_ACCOUNT)
+        token = read_secret(operator)
         ingestion = f"127.0.0.1:{system.port(hosting.INGESTION_PORT)}"
-        _ingest(ingestion, open_bench)
+        _ingest(ingestion, open_bench, token)
         annotation = f"127.0.0.1:{system.port(hosting.ANNOTATION_PORT)}"
+        people = system.accounts / "annotators"
+        provision(system.database, people, {f"sim-annotator-{n + 1}": ANNOTATOR for n in range(config.annotators)})
         humans = ["annotate", "simulate-humans", "--annotation-url", annotation, "--bench", str(open_bench)]
         humans += ["--annotators", str(config.annotators), "--noise", str(config.human_noise)]
+        humans += ["--token-dir", str(people), "--token-file", str(operator)]
         humans += ["--idle-seconds", "30"]  # tasks arrive through the intake while the annotators work
         children.append(_child(config, humans, config.out / "logs" / "annotators.log"))
         if config.trainings == 2:
             _wait(lambda: len(timeline.of(topics.RANKINGS)) >= people_rank, deadline, "the human rankings")
-            _ingest(ingestion, human_bench)
+            _ingest(ingestion, human_bench, token)
         scorer = f"127.0.0.1:{system.port(hosting.SCORER_GRPC_PORT)}"
-        results = _follow(timeline, scorer, config.trainings, deadline, lambda line: timeline.line("scorer", line))
+        results = _follow(
+            timeline, scorer, token, config.trainings, deadline, lambda line: timeline.line("scorer", line)
+        )
         return results
     finally:
         if timeline is not None:
@@ -160,8 +171,9 @@ def _child(config: DemoConfig, args: list[str], log: Path) -> subprocess.Popen[b
         return subprocess.Popen([config.python, "-m", "cheems_cli", *args], stdout=out, stderr=subprocess.STDOUT)
 
 
-def _ingest(address: str, path: Path) -> None:
-    """Every sample of the file through gRPC IngestionService.Ingest, tagged with the file's name as source."""
+def _ingest(address: str, path: Path, token: str) -> None:
+    """Every sample of the file through gRPC IngestionService.Ingest (as the account of `token`), tagged with the
+    file's name as source."""
     parsed = read_samples(path)
     records = [
         ingestion_pb2.IngestRecord(
@@ -176,16 +188,16 @@ def _ingest(address: str, path: Path) -> None:
         )
         for s in parsed.samples
     ]
-    with open_channel(address) as channel:
+    with open_channel(address, token=token) as channel:
         ingestion_pb2_grpc.IngestionServiceStub(channel).Ingest(iter(records), timeout=60)
 
 
 def _follow(
-    timeline: Timeline, scorer: str, trainings: int, deadline: float, say: Callable[[str], None]
+    timeline: Timeline, scorer: str, token: str, trainings: int, deadline: float, say: Callable[[str], None]
 ) -> dict[str, float | None]:
     """Report the scorer's switches until `trainings` models are registered and evaluated; their results."""
     served = ""
-    with open_channel(scorer) as channel:
+    with open_channel(scorer, token=token) as channel:
         info = reward_pb2_grpc.RewardServiceStub(channel)
         while time.monotonic() < deadline:
             try:

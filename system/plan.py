@@ -11,14 +11,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from cheems.roles import OPERATOR, SERVICE
 from services import hosting
+
+# the accounts every system on one machine has (system.accounts): {name: role}
+OPERATOR_ACCOUNT = "operator"  # people's commands beside `cheems up` (they find its token file)
+WORKER_ACCOUNT = "eval-worker"  # the score workers, calling the scorer
+ACCOUNTS = {OPERATOR_ACCOUNT: OPERATOR, WORKER_ACCOUNT: SERVICE}
 
 
 @dataclass(frozen=True)
 class SystemConfig:
     """The system on one machine.
 
-    data_dir: the database (unless `db` is given), datasets, trainings, models and one log per process.
+    data_dir: the database (unless `db` is given), datasets, trainings, models, one log per process and the
+        accounts' token files (`accounts/NAME.token`, 0600: ACCOUNTS).
     base_model: the checkpoint training starts from and the scorer serves until the first model is
         registered (`cheems up` makes the tiny real-vocabulary RM there when it is missing).
     bench: CheemsBench files every new model is evaluated on (copied under data_dir/bench).
@@ -66,6 +73,14 @@ class SystemConfig:
     @property
     def model(self) -> Path:
         return self.base_model or self.data_dir / "models" / "base"
+
+    @property
+    def accounts(self) -> Path:
+        """Where the accounts' token files are (system.accounts)."""
+        return self.data_dir / "accounts"
+
+    def token_file(self, account: str) -> Path:
+        return self.accounts / f"{account}.token"
 
     def port(self, standard: int) -> int:
         """A standard port (50051, 9092, ...) moved into this system's block when `ports_from` is set."""
@@ -126,7 +141,7 @@ def plan(config: SystemConfig) -> list[Process]:
     training += ["--auto-after", str(config.auto_after), "--nproc", str(config.nproc)]
     training += [a for override in config.training_overrides for a in ("--set", override)]
     scorer = f"127.0.0.1:{p(hosting.SCORER_GRPC_PORT)}"
-    serve = ["serve", "--model", str(config.model), "--follow", *store_bus]
+    serve = ["serve", "--model", str(config.model), "--follow", *store_bus, "--accounts"]  # accounts that score
     serve += ["--http-port", str(p(hosting.SCORER_HTTP_PORT)), "--grpc-port", str(p(hosting.SCORER_GRPC_PORT))]
     evaluation = ["service", "evaluation", *store_bus, "--bench-root", str(config.data_dir / "bench")]
     evaluation += ["--scorer-url", scorer, "--http-port", str(p(hosting.EVALUATION_HTTP_PORT))]  # the leaderboard
@@ -136,7 +151,8 @@ def plan(config: SystemConfig) -> list[Process]:
     processes += [
         _grpc("training", tuple(training), p(hosting.TRAINING_PORT)),
         Process("scorer", tuple(serve), p(hosting.SCORER_GRPC_PORT), start_timeout=300.0),
-        _health("eval-worker", ("service", "eval-worker", "--scorer-url", scorer, "--bootstrap", bootstrap),
+        _health("eval-worker", ("service", "eval-worker", "--scorer-url", scorer, "--bootstrap", bootstrap,
+                                "--token-file", str(config.token_file(WORKER_ACCOUNT))),
                 p(hosting.EVAL_WORKER_HEALTH_PORT)),
         _health("eval-sink", ("service", "eval-sink", *store_bus), p(hosting.EVAL_SINK_HEALTH_PORT)),
         _grpc("evaluation", tuple(evaluation), p(hosting.EVALUATION_PORT)),

@@ -35,13 +35,14 @@ from system.supervisor import grpc_health
 RUN_STATES = {"running": "running", "succeeded": "done", "failed": "failed"}
 
 
-def status(engine: Engine | None, services: Mapping[str, str], timeout: float = 2.0) -> dict[str, Any]:
-    """Health of each service (probed together) and, with an engine, what the store holds."""
+def status(engine: Engine | None, services: Mapping[str, str], timeout: float = 2.0, token: str = "") -> dict[str, Any]:
+    """Health of each service (probed together) and, with an engine, what the store holds; `token`: the account
+    the scorer is asked what it holds with (health needs none)."""
     with ThreadPoolExecutor(max_workers=max(1, len(services))) as pool:
         health = dict(zip(services, pool.map(lambda a: grpc_health(a, timeout), services.values()), strict=True))
     report: dict[str, Any] = {"services": health}
     if health.get("scorer") == "SERVING":
-        report["served"] = served_models(services["scorer"], timeout)
+        report["served"] = served_models(services["scorer"], timeout, token)
     if engine is not None:
         try:
             report |= store_status(engine)
@@ -50,14 +51,16 @@ def status(engine: Engine | None, services: Mapping[str, str], timeout: float = 
     return report
 
 
-def served_models(address: str, timeout: float) -> list[dict[str, Any]] | str:
-    """The models the scorer holds now (its GetModelInfo), each with the dtype it computes in; or why not."""
+def served_models(address: str, timeout: float, token: str = "") -> list[dict[str, Any]] | str:
+    """The models the scorer holds now (its GetModelInfo, as the account of `token`), each with the dtype it computes
+    in; or why not (UNAUTHENTICATED without a token the scorer takes)."""
     import grpc
 
     from cheems.v1 import reward_pb2, reward_pb2_grpc
+    from services.channels import open_channel
 
     try:
-        with grpc.insecure_channel(address) as channel:
+        with open_channel(address, token=token) as channel:
             info = reward_pb2_grpc.RewardServiceStub(channel).GetModelInfo(
                 reward_pb2.ModelInfoRequest(), timeout=timeout
             )

@@ -2,8 +2,9 @@
 
     up(SystemConfig(data_dir=Path("out/up"), bench=[Path("data/sample/open.jsonl")]), on_event=print)
 
-Lays out the data directory (the bench files the evaluator reads, a log folder), makes the base model
-when it is missing, then supervises every process of `plan(config)` (`system.supervisor`).
+Lays out the data directory (the bench files the evaluator reads, a log folder, the accounts' token files:
+`system.accounts`), makes the base model when it is missing, then supervises every process of `plan(config)`
+(`system.supervisor`). Every service checks its callers' tokens; each process is given the file of its account.
 """
 
 from __future__ import annotations
@@ -14,15 +15,18 @@ import signal
 import threading
 from collections.abc import Callable
 
-from system.plan import SystemConfig, plan
+from system.accounts import provision
+from system.plan import ACCOUNTS, SystemConfig, plan
 from system.supervisor import OnEvent, Supervisor, SupervisorConfig
 
 
 def prepare(config: SystemConfig) -> SystemConfig:
-    """Create the data directory, copy the bench files under it; the config to run (base model made if missing)."""
+    """Create the data directory, copy the bench files under it, make the accounts (migrating the store first);
+    the config to run (base model made if missing)."""
     (config.data_dir / "bench").mkdir(parents=True, exist_ok=True)
     for path in config.bench:
         shutil.copyfile(path, config.data_dir / "bench" / path.name)
+    provision(config.database, config.accounts, ACCOUNTS)
     return dataclasses.replace(config, make_base_model=not (config.model / "config.json").exists())
 
 

@@ -102,3 +102,11 @@ def engine(db_url: str) -> Iterator[Engine]:
     engine = create_engine_for(StoreConfig(db_url))
     yield engine
     engine.dispose()  # before the schema is dropped: open connections would block DROP SCHEMA
+
+
+@pytest.fixture
+def account(engine: Engine) -> Callable[[str, str], str]:
+    """account(name, role) -> a token of that account in `engine`'s store (tests/services/accounts.py)."""
+    from tests.services.accounts import account as make
+
+    return lambda name, role: make(engine, name, role)

@@ -26,6 +26,7 @@ FLOORS = {
     "services.bus": 1,
     "services.hosting": 1,
     "services.grpc_errors": 1,
+    "services.access": 1,
     "services.channels": 1,
     "services.web": 1,
     "services.scorer": 2,
@@ -41,6 +42,7 @@ FLOORS = {
 SIDEWAYS = {
     ("services.annotation", "services.scorer.client"),  # distant supervision calls the scorer
     ("trainer", "evaluator"),  # evaluation during training
+    ("services.access", "services.grpc_errors"),  # a refused call ends through the error tree's gRPC edge
 }
 
 

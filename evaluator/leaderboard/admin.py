@@ -2,7 +2,7 @@
 
     POST /api/models/{model_id}/promote   {"reason"?: str, "force"?: bool}
     POST /api/rollback                    {"reason"?: str}
-    Authorization: Bearer TOKEN           the token of an admin account (`cheems annotators add NAME --admin`)
+    Authorization: Bearer TOKEN           the token of an admin account (`cheems accounts add NAME --role admin`)
     -> {"changes": [{model_id, action, from_state, to_state, actor, reason}], "production": model id | null}
 
 401 without a token or with one no active account has, 403 for an account that is not an admin, 400 a body
@@ -21,10 +21,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from cheems.roles import DECIDE, spelled
 from evaluator.errors import BadRequest
 from services.annotation.web.app import bearer
 from services.models.lifecycle import ModelLifecycle
-from services.store.annotators import annotator_by_token
+from services.store.accounts import account_by_token
 from services.store.db import session_scope
 from services.store.lifecycle import Change
 from services.web import Forbidden, Unauthenticated, read_json
@@ -38,11 +39,13 @@ def admin_of(engine: Engine, request: Request) -> str:
     if token is None:
         raise Unauthenticated("an admin's token is needed: Authorization: Bearer TOKEN")
     with session_scope(engine) as session:
-        account = annotator_by_token(session, token)
+        account = account_by_token(session, token)
         if account is None:
             raise Unauthenticated("no active account has this token")
-        if not account.admin:
-            raise Forbidden(f"{account.name} is not an admin: only admins promote or roll back models")
+        if account.role not in DECIDE:
+            raise Forbidden(
+                f"promoting and rolling back models needs the role {spelled(DECIDE)}; {account.name} is {account.role}"
+            )
         return f"person:{account.name}"
 
 

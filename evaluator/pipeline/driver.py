@@ -39,13 +39,15 @@ def evaluate_via_kafka(
     options: EvalOptions = DEFAULT_OPTIONS,
     timeout: float = 3600.0,
     progress: bool = True,
+    token: str = "",
 ) -> EvalResult:
-    """Start a run and drive a score worker and the sink until it completes; the metrics the sink stored."""
+    """Start a run and drive a score worker and the sink until it completes; the metrics the sink stored.
+    `token`: the bearer token the worker scores with (an account's, or the scorer's own)."""
     cache = BenchCache()
     with ExitStack() as stack:
         publisher = Publisher(bootstrap)
         stack.callback(publisher.close)
-        worker = ScoreWorker(bootstrap, scorer_url)
+        worker = ScoreWorker(bootstrap, scorer_url, token)
         stack.callback(worker.close)
         sink = ResultSink(bootstrap, engine, cache=cache)
         stack.callback(sink.close)
@@ -126,6 +128,7 @@ def run_via_kafka(
     bootstrap: str = "",
     options: EvalOptions = DEFAULT_OPTIONS,
     progress: bool = True,
+    token: str = "",
 ) -> EvalResult:
     """Migrate `db`, start an embedded broker unless `bootstrap` names one, and evaluate through it."""
     from services.bus import topics
@@ -141,4 +144,4 @@ def run_via_kafka(
             bootstrap = broker.bootstrap
         engine = create_engine_for(StoreConfig(db))
         stack.callback(engine.dispose)
-        return evaluate_via_kafka(bench, scorer_url, bootstrap, engine, options, progress=progress)
+        return evaluate_via_kafka(bench, scorer_url, bootstrap, engine, options, progress=progress, token=token)

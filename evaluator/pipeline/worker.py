@@ -40,6 +40,7 @@ from evaluator.errors import WorkerStopped, WrongModel
 from evaluator.pipeline.score_batch import match_replies, model_not_served, one_by_one, refused, score_event
 from services.bus import topics
 from services.bus.client import JOIN_WAIT_MS, Delivery, EventConsumer, Publisher
+from services.channels import tls_credentials
 from services.grpc_errors import error_reason
 from services.scorer.client import RewardClient, chunks
 
@@ -64,6 +65,7 @@ class WorkerConfig:
     call_items: requests per ScoreBatch call, at most the scorer's `max_batch_items` (128 by default).
     calls_in_flight: ScoreBatch calls of one batch under way at once (the scorer works on the next while
         the worker publishes the last one's scores; a scorer with several cores works on several).
+    tls_ca: PEM file of the CA a scorer serving TLS is signed by ("" = plaintext).
     """
 
     model_wait: float = 120.0
@@ -73,6 +75,7 @@ class WorkerConfig:
     batch_size: int = 256
     call_items: int = 32
     calls_in_flight: int = 2
+    tls_ca: str = ""
 
     def __post_init__(self) -> None:
         if self.model_wait < 0:
@@ -128,7 +131,8 @@ class ScoreWorker:
         stop: threading.Event | None = None,
     ) -> None:
         self.config, self.scorer_url, self.stop = config or WorkerConfig(), scorer_url, stop or threading.Event()
-        self.client = RewardClient(scorer_url, token=token, timeout=self.config.call_timeout)
+        tls = tls_credentials(self.config.tls_ca)
+        self.client = RewardClient(scorer_url, token=token, timeout=self.config.call_timeout, credentials=tls)
         self.publisher = Publisher(bootstrap)
         self.consumer = EventConsumer(
             bootstrap, [topics.SCORE_REQUESTS], group, dead_letters=self.publisher,

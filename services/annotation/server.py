@@ -8,7 +8,12 @@ ids, a malformed order or verdict, a ListTasks limit outside 1..1000 or annotato
 ListTasks with an annotator offers none of a prompt they annotated or hold a task of (an empty list when
 only such tasks are open): a prompt's triples go to different people.
 
-    grpc_host = host(engine, HostConfig(port=0)).start()   # grpc_host.port
+Every call names an account (`services.access`; roles in `cheems.roles`): UNAUTHENTICATED without a valid token,
+PERMISSION_DENIED for a role that may not call the method, before the request is read. An annotation is stored
+under the account that sends it (`submission.attribute`): naming another annotator is PERMISSION_DENIED, and an
+annotator's ListTasks lists their own tasks.
+
+    grpc_host = host(engine, HostConfig(port=0), AccountBook(engine)).start()   # grpc_host.port
     serve("sqlite:///cheems.db", HostConfig(port=50053), bootstrap="localhost:9092")   # until SIGTERM
 """
 
@@ -23,12 +28,14 @@ from kafka.errors import KafkaError
 from sqlalchemy.engine import Engine
 
 from cheems.credentials import hide_password
+from cheems.errors import PermissionDenied
 from cheems.v1 import annotation_pb2, annotation_pb2_grpc, common_pb2
+from services.access import Authenticate, Guard, caller
 from services.annotation.config import TaskConfig
 from services.annotation.events import BrokerUnavailable, RelayConfig
 from services.annotation.intake import IntakeConfig, IntakeLoop, SampleIntake
 from services.annotation.service import AnnotationService, OpenTask
-from services.annotation.submission import Submission, submit
+from services.annotation.submission import Submission, attribute, listed_for, submit
 from services.annotation.web.app import create_app
 from services.annotation.web.workbench import Workbench, WorkbenchConfig
 from services.bus.client import Publisher
@@ -70,7 +77,7 @@ class AnnotationServicer(annotation_pb2_grpc.AnnotationServiceServicer):
     def _run(self, context: grpc.ServicerContext, work: Any) -> Any:
         try:
             return work()
-        except StoreError as e:
+        except (StoreError, PermissionDenied) as e:
             abort(context, e)
 
     def CreateTasks(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -87,11 +94,12 @@ class AnnotationServicer(annotation_pb2_grpc.AnnotationServiceServicer):
 
     def SubmitAnnotation(self, request: Any, context: grpc.ServicerContext) -> Any:
         def work() -> Any:
+            kind = KINDS.get(request.kind, "")
             submission = Submission(
                 request.annotation_id,
                 request.prompt_id,
-                request.annotator,
-                KINDS.get(request.kind, ""),
+                attribute(caller(), request.annotator, kind),
+                kind,
                 result_of(request),
                 list(request.discarded),
                 request.task_id or None,
@@ -122,7 +130,7 @@ class AnnotationServicer(annotation_pb2_grpc.AnnotationServiceServicer):
     def ListTasks(self, request: Any, context: grpc.ServicerContext) -> Any:
         def work() -> Any:
             limit = request.limit or DEFAULT_LISTED
-            annotator = request.annotator or None  # given: only tasks of prompts independent of them
+            annotator = listed_for(caller(), request.annotator)  # given: only tasks of prompts independent of them
             tasks = self.service.open_tasks(request.prompt_id or None, request.group_size, limit, None, annotator)
             return annotation_pb2.ListTasksResponse(tasks=[open_task_message(t) for t in tasks])
 
@@ -158,18 +166,24 @@ def open_task_message(task: OpenTask) -> annotation_pb2.OpenTask:
     )
 
 
-def host(engine: Engine, config: HostConfig, publisher: Publisher | None = None) -> GrpcHost:
-    """The servicer on a GrpcHost (health, reflection), serving as soon as it is started; `publisher`:
-    announce annotations and rankings (see `AnnotationService`)."""
-    return servicer_host(AnnotationService(engine, publisher), config)
+def host(
+    engine: Engine, config: HostConfig, authenticate: Authenticate, publisher: Publisher | None = None
+) -> GrpcHost:
+    """The servicer on a GrpcHost (health, reflection), serving as soon as it is started; `authenticate`: the
+    accounts callers' tokens are checked against; `publisher`: announce annotations and rankings (see
+    `AnnotationService`)."""
+    return servicer_host(AnnotationService(engine, publisher), config, authenticate)
 
 
-def servicer_host(service: AnnotationService, config: HostConfig) -> GrpcHost:
+def servicer_host(service: AnnotationService, config: HostConfig, authenticate: Authenticate) -> GrpcHost:
     servicer = AnnotationServicer(service)
     descriptor = annotation_pb2.DESCRIPTOR.services_by_name["AnnotationService"]
     # requests parsed by checked_handler: bytes gRPC cannot parse (invalid UTF-8) are INVALID_ARGUMENT, not INTERNAL
     grpc_host = GrpcHost(
-        config, lambda server: server.add_generic_rpc_handlers((checked_handler(servicer, descriptor),)), [SERVICE]
+        config,
+        lambda server: server.add_generic_rpc_handlers((checked_handler(servicer, descriptor),)),
+        [SERVICE],
+        Guard(authenticate),
     )
     grpc_host.set_serving(True)
     return grpc_host
@@ -194,6 +208,7 @@ def serve(
     service. `tasks`: the rule filter's thresholds and the share of triples annotated twice.
     `on_ready(grpc port, http port or None)` runs once the servers listen.
     """
+    from services.store.accounts import AccountBook
     from services.store.db import StoreConfig, create_engine_for
 
     engine, intake, relay = create_engine_for(StoreConfig(db)), intake or IntakeConfig(), RelayConfig()
@@ -203,7 +218,7 @@ def serve(
         samples = SampleIntake(bootstrap, service, intake) if bootstrap else None
     except KafkaError as e:
         raise BrokerUnavailable(f"cannot reach the broker at {hide_password(bootstrap)}: {e!r}") from None
-    grpc_host = servicer_host(service, config).start()
+    grpc_host = servicer_host(service, config, AccountBook(engine)).start()
     http = None
     if http_port >= 0:
         http = HttpServer(create_app(Workbench(service, web)), config.host, http_port).start()

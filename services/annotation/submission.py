@@ -6,6 +6,10 @@
 The checks here plus `AnnotationService.submit` (the store's validation, one transaction, the outbox events,
 resolution when the prompt's last task closes) are the whole path; the adapters only decode into a
 `Submission` and map errors to their status. A replay of a stored annotation returns False and stores nothing.
+
+Who annotated is the account that sends it, never a name in the request (`attribute`): a person submits human
+annotations in their own name (an empty `annotator` names them); a service account submits AI annotations under
+its judge's name; anything else is PermissionDenied. `listed_for` applies the same rule to ListTasks.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from cheems.errors import PermissionDenied
+from cheems.roles import ANNOTATOR, SERVICE, Caller
 from services.annotation.service import AnnotationService
 from services.store.errors import InvalidRecord
 
@@ -45,3 +51,35 @@ def submit(service: AnnotationService, submission: Submission) -> bool:
         list(submission.discarded),
         submission.task_id or None,
     )
+
+
+def attribute(who: Caller, annotator: str, kind: str) -> str:
+    """The annotator an annotation of `kind` sent by `who` is stored under; PermissionDenied when the request names
+    someone else (a person) or a human annotation comes from a service, or an AI one from a person."""
+    if kind not in KINDS:  # refused by `submit` as the malformed request it is
+        return annotator or who.name
+    if who.role == SERVICE:
+        if kind != "ai":
+            raise PermissionDenied(
+                f"{who.name} is a service account: it submits AI annotations (kind ANNOTATOR_KIND_AI) of its judge; "
+                "human annotations come from the annotators' own accounts"
+            )
+        return annotator or who.name
+    if kind == "ai":
+        raise PermissionDenied(f"{who.name} is a person ({who.role}): AI annotations come from service accounts")
+    if annotator and annotator != who.name:
+        raise PermissionDenied(
+            f"{who.name} may not submit an annotation in the name of {annotator!r}: an annotation's annotator is "
+            "the account that sends it"
+        )
+    return who.name
+
+
+def listed_for(who: Caller, annotator: str) -> str | None:
+    """Whose tasks ListTasks lists: an annotator's own (an empty field names them; another's is PermissionDenied);
+    for an operator, admin or service, the named annotator's (None: every open task)."""
+    if who.role != ANNOTATOR:
+        return annotator or None
+    if annotator and annotator != who.name:
+        raise PermissionDenied(f"{who.name} may list only their own tasks, not {annotator!r}'s")
+    return who.name

@@ -2,6 +2,8 @@
 
 Each streamed record is validated on its own: bad ones are reported with their line numbers in the
 summary (the call itself succeeds), good ones are stored. GetSample of an unknown id is NOT_FOUND.
+Every call needs an operator's or admin's bearer token (`services.access`): UNAUTHENTICATED without one, before
+a record is read.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from google.protobuf.json_format import MessageToDict
 
 from cheems.errors import FormatError
 from cheems.v1 import common_pb2, ingestion_pb2, ingestion_pb2_grpc
+from services.access import Authenticate, Guard
 from services.hosting import GrpcHost, HostConfig
 from services.ingestion.records import RecordError, SampleRecord, parse_sample
 from services.ingestion.service import IngestionService
@@ -70,11 +73,15 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionServiceServicer):
 SERVICE = "cheems.v1.IngestionService"
 
 
-def host(service: IngestionService, config: HostConfig) -> GrpcHost:
-    """The servicer on a GrpcHost (health, reflection), serving as soon as it is started."""
+def host(service: IngestionService, config: HostConfig, authenticate: Authenticate) -> GrpcHost:
+    """The servicer on a GrpcHost (health, reflection), serving as soon as it is started; `authenticate`: the
+    accounts its callers' tokens are checked against (`services.store.accounts.AccountBook`)."""
     servicer = IngestionServicer(service)
     grpc_host = GrpcHost(
-        config, lambda server: ingestion_pb2_grpc.add_IngestionServiceServicer_to_server(servicer, server), [SERVICE]
+        config,
+        lambda server: ingestion_pb2_grpc.add_IngestionServiceServicer_to_server(servicer, server),
+        [SERVICE],
+        Guard(authenticate),
     )
     grpc_host.set_serving(True)
     return grpc_host
@@ -86,10 +93,12 @@ def serve(db: str, bootstrap: str, config: HostConfig, on_ready: Callable[[int],
     `on_ready(port)` runs once the server listens (the port bound, which config.port 0 leaves open).
     """
     from services.bus.client import Publisher
+    from services.store.accounts import AccountBook
     from services.store.db import StoreConfig, create_engine_for
 
     publisher = Publisher(bootstrap) if bootstrap else None
-    grpc_host = host(IngestionService(create_engine_for(StoreConfig(db)), publisher, source="grpc"), config).start()
+    engine = create_engine_for(StoreConfig(db))
+    grpc_host = host(IngestionService(engine, publisher, source="grpc"), config, AccountBook(engine)).start()
     log.info("ingestion serving on %s:%d", config.host, grpc_host.port)
     if on_ready is not None:
         on_ready(grpc_host.port)

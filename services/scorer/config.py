@@ -141,6 +141,11 @@ class ScorerConfig(BaseSettings):
         default="",
         description="Read --token from this file instead: an option shows in `ps` (the variable does not).",
     )
+    accounts: bool = Field(
+        default=False,
+        description="Also take the bearer tokens of the store's accounts allowed to score (scorer-client, service, "
+        "operator, admin; --db, else CHEEMS_DATABASE_URL): every call then needs a credential, --token or not.",
+    )
     tls_cert: str = Field(default="", description="PEM certificate for TLS on the gRPC port (with --tls-key).")
     tls_key: str = Field(default="", description="PEM private key of --tls-cert.")
     drain_seconds: float = Field(default=10.0, ge=0, description="Grace for in-flight calls on SIGTERM.")
@@ -174,6 +179,8 @@ class ScorerConfig(BaseSettings):
     def _token_from_file(self) -> ScorerConfig:
         if self.token_file:  # the file wins over --token and CHEEMS_SCORER_TOKEN
             self.token = read_secret(self.token_file)
+        if self.accounts and not self.db:  # the store whose accounts are taken
+            self.db = setting("database_url")
         return self
 
     @field_validator("bootstrap")

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cheems.errors import PortInUse
+from services.access import Authenticate
 from services.bus.topics import MODELS
 from services.scorer.backends import Backend
 from services.scorer.config import ScorerConfig
@@ -35,7 +36,7 @@ from services.scorer.models.follow import Follower
 from services.scorer.models.loading import execution_of, load_first, load_served, registry_lookup
 from services.scorer.models.served import NO_MODEL, ModelRef, ModelSlot, ServedModel
 from services.scorer.models.shelf import ModelShelf
-from services.scorer.server import create_server, set_alive, set_health
+from services.scorer.server import callers, create_server, set_alive, set_health
 from services.scorer.service import Scorer
 from services.scorer.telemetry import ScorerMetrics
 from services.scorer.triton.available import require_triton
@@ -65,6 +66,7 @@ class ScorerServer:
         self.supervisor: Supervisor | None = None
         self.follower: Follower | None = None
         self.shelf: ModelShelf | None = None
+        self.callers: Authenticate | None = None
         # refused here, before anything loads: a Triton to start without PyTriton, a dtype the device cannot run
         # (an external Triton runs its own)
         if backend is None:
@@ -121,7 +123,8 @@ class ScorerServer:
         self.metrics.watch_models(
             lambda: [(m.ref.model_id, m.backend.name, m.dtype, default) for m, default, _ in shelf.loaded()]
         )
-        self._grpc, self.grpc_port, self._health = create_server(config, scorer)
+        self.callers = callers(config)  # who may call (None: anyone), on gRPC and HTTP alike
+        self._grpc, self.grpc_port, self._health = create_server(config, scorer, self.callers)
         self._grpc.start()
         if config.http_port >= 0:
             self._start_http(scorer)
@@ -213,7 +216,7 @@ class ScorerServer:
             raise PortInUse(f"cannot listen on {self.config.host}:{self.config.http_port} for HTTP: {e}") from None
         sock.listen(2048)  # listening before start() returns: uvicorn's own listen comes later, in its thread
         self.http_port = sock.getsockname()[1]
-        app = create_app(scorer, self.ready, self.config.token)
+        app = create_app(scorer, self.ready, self.callers)
         self._http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
         self._http_thread = threading.Thread(target=self._http.run, kwargs={"sockets": [sock]}, daemon=True)
         self._http_thread.start()

@@ -1,4 +1,4 @@
-"""gRPC adapter: `cheems.v1.RewardService` plus health, reflection and bearer-token auth.
+"""gRPC adapter: `cheems.v1.RewardService` plus health, reflection and bearer-token auth (`callers`).
 
 Servicers only decode, call `Scorer`, and encode; scorer errors become gRPC statuses here, each with
 trailing metadata `cheems-error-reason` (the error's `reason`) so clients decide on retries without
@@ -9,7 +9,6 @@ it gets the server's `max_call_seconds`.
 
 from __future__ import annotations
 
-import hmac
 import logging
 import time
 from collections.abc import Callable
@@ -20,7 +19,9 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from cheems.roles import SCORER_CLIENT, Caller
 from cheems.v1 import reward_pb2
+from services.access import Authenticate, Guard, first_of, static_token
 from services.grpc_errors import abort, status_of
 from services.hosting import LIVENESS, bind, checked_handler, server_options
 from services.scorer.config import ScorerConfig
@@ -144,32 +145,27 @@ class RewardServicer:
         )
 
 
-def bearer_ok(metadata: Any, token: str) -> bool:
-    values = [v for k, v in (metadata or ()) if k == "authorization"]
-    return bool(values) and hmac.compare_digest(str(values[0]).encode(), f"Bearer {token}".encode())
+def callers(config: ScorerConfig) -> Authenticate | None:
+    """Who may call (None: anyone): the static --token (a scorer-client named "token"; the scorer may run without a
+    store), and with --accounts the store's accounts whose role scores (`cheems.roles`; one read per call, so a
+    disabled account is refused at once)."""
+    static = static_token(config.token, Caller("token", SCORER_CLIENT)) if config.token else None
+    if not config.accounts:
+        return static
+    from services.store.accounts import AccountBook
+    from services.store.db import StoreConfig, create_engine_for
+
+    return first_of(static, AccountBook(create_engine_for(StoreConfig(config.db))))
 
 
-class BearerAuth(grpc.ServerInterceptor):
-    """UNAUTHENTICATED unless `authorization: Bearer <token>`; health and reflection stay open for probes."""
-
-    OPEN = ("/grpc.health.v1.Health/", "/grpc.reflection.")
-
-    def __init__(self, token: str) -> None:
-        self.token = token
-        self._deny = grpc.unary_unary_rpc_method_handler(
-            lambda request, context: context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
-        )
-
-    def intercept_service(self, continuation: Any, details: Any) -> Any:
-        if details.method.startswith(self.OPEN) or bearer_ok(details.invocation_metadata, self.token):
-            return continuation(details)
-        return self._deny
-
-
-def create_server(config: ScorerConfig, scorer: Scorer) -> tuple[grpc.Server, int, Any]:
+def create_server(
+    config: ScorerConfig, scorer: Scorer, authenticate: Authenticate | None = None
+) -> tuple[grpc.Server, int, Any]:
     """(server, bound port, health servicer). Health says NOT_SERVING until `set_health`; PortInUse
-    when the port is taken."""
-    interceptors = [BearerAuth(config.token)] if config.token else []
+    when the port is taken. `authenticate`: how callers' tokens are checked (default `accounts.callers(config)`,
+    which asks no credential without --token and --accounts). Health and reflection stay open for probes."""
+    authenticate = authenticate if authenticate is not None else callers(config)
+    interceptors = [Guard(authenticate)] if authenticate is not None else []
     options = [
         *server_options(config.max_connection_age, config.max_connection_age_grace),
         ("grpc.max_receive_message_length", config.max_message_bytes),

@@ -1,8 +1,6 @@
-"""Annotator accounts and who each triple-wise task is given to (the web page's work queue).
+"""Who each triple-wise task is given to (the web page's work queue); the accounts are `services.store.accounts`.
 
 with session_scope(engine) as s:
-    token = add_annotator(s, "张三")                  # shown once; the store keeps its sha256
-    person = annotator_by_token(s, token)            # None for a wrong or disabled token
     queued = claim_next(s, "张三", now, lease)        # their open task, else the oldest free one (or None)
     holder(s, queued.task.id)                        # "张三"
     withheld(s, "张三", now, lease)                   # free triples left only for others (prompts they did)
@@ -19,73 +17,15 @@ is locked while they claim, so two tabs of one person cannot take two triples of
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 from collections import Counter
 from datetime import datetime, timedelta
 
 from sqlalchemy import ColumnElement, and_, exists, func, select
 from sqlalchemy.orm import Session
 
-from services.store import validate as v
-from services.store.errors import Conflict, UnknownAnnotator
 from services.store.models import Annotation, AnnotationTask, Annotator, Prompt, Ranking, TaskClaim
 from services.store.repository import responses_for
 from services.store.tasks import QueuedTask, independent_of
-
-TOKEN_PREFIX = "chm_"
-
-
-def hash_token(token: str) -> str:
-    """The stored form of a token: tokens are 256 random bits, so a plain sha256 cannot be reversed."""
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-def new_token() -> str:
-    return TOKEN_PREFIX + secrets.token_urlsafe(32)
-
-
-def add_annotator(session: Session, name: str, admin: bool = False) -> str:
-    """Create an account; returns its token (only its hash is stored). Conflict if the name is taken."""
-    v.key("name", name)
-    if session.get(Annotator, name) is not None:
-        raise Conflict(f"annotator {name!r} already exists (reset their token instead)")
-    token = new_token()
-    session.add(Annotator(name=name, token_sha256=hash_token(token), admin=admin, active=True))
-    session.flush()
-    return token
-
-
-def reset_token(session: Session, name: str) -> str:
-    """A new token for `name` (the old one stops working); the account is active again."""
-    person = get_annotator(session, name)
-    token = new_token()
-    person.token_sha256, person.active = hash_token(token), True
-    session.flush()
-    return token
-
-
-def disable(session: Session, name: str) -> None:
-    """The account's token no longer signs in; their annotations and claims stay."""
-    get_annotator(session, name).active = False
-    session.flush()
-
-
-def get_annotator(session: Session, name: str) -> Annotator:
-    person = session.get(Annotator, name)
-    if person is None:
-        raise UnknownAnnotator(f"no annotator {name!r}")
-    return person
-
-
-def list_annotators(session: Session) -> list[Annotator]:
-    return list(session.scalars(select(Annotator).order_by(Annotator.name)))
-
-
-def annotator_by_token(session: Session, token: str) -> Annotator | None:
-    """The active account whose token this is, or None."""
-    found = session.scalar(select(Annotator).where(Annotator.token_sha256 == hash_token(token)))
-    return found if found is not None and found.active else None
 
 
 def holder(session: Session, task_id: str) -> str | None:

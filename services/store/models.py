@@ -23,6 +23,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from cheems.roles import ADMIN, ROLES
+
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -227,6 +229,9 @@ class Training(Base):
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    requested_by: Mapped[str | None] = mapped_column(
+        String(220)
+    )  # person:/service:NAME, policy:auto; NULL: before 0010
 
 
 class RegisteredModel(Base):
@@ -290,15 +295,22 @@ class OutboxEvent(Base):
 
 
 class Annotator(Base):
-    """A person who annotates on the web page; signs in with a personal token, stored here only as its sha256."""
+    """An account: a person (annotator, operator, admin) or a service, with a role (`cheems.roles`). It signs in
+    with a token, stored here only as its sha256. (The table kept the name it had when only annotators had one.)"""
 
     __tablename__ = "annotators"
+    __table_args__ = (_one_of("role", ROLES),)
 
     name: Mapped[str] = mapped_column(String(200), primary_key=True)  # what their annotations carry as `annotator`
     token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
-    admin: Mapped[bool] = mapped_column(default=False)  # sees every annotator's figures
     active: Mapped[bool] = mapped_column(default=True)  # False: the token no longer signs in
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    role: Mapped[str] = mapped_column(String(32), default="annotator")
+
+    @property
+    def admin(self) -> bool:
+        """Sees every annotator's figures, promotes and rolls back models."""
+        return self.role == ADMIN
 
 
 class TaskClaim(Base):

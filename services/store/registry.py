@@ -104,9 +104,15 @@ def rankings_since_last_dataset(session: Session) -> int:
 
 
 def create_training(
-    session: Session, dataset_id: str, recipe: str, overrides: Mapping[str, str], launcher: str, out_dir: str
+    session: Session,
+    dataset_id: str,
+    recipe: str,
+    overrides: Mapping[str, str],
+    launcher: str,
+    out_dir: str,
+    requested_by: str | None = None,
 ) -> Training:
-    """Record a new training, state "pending"."""
+    """Record a new training, state "pending"; `requested_by`: who asked (person:NAME, service:NAME, policy:auto)."""
     get_dataset(session, dataset_id)
     training_id = uuid.uuid4().hex[:16]
     training = Training(
@@ -116,6 +122,7 @@ def create_training(
         overrides={v.key("overrides", k): v.text(f"overrides.{k}", val) for k, val in overrides.items()},
         launcher=v.one_of("launcher", launcher, LAUNCHERS),
         out_dir=v.text("out_dir", out_dir.replace("{id}", training_id)),
+        requested_by=requested_by,
         state="pending",
         step=0,
         total_steps=0,

@@ -6,23 +6,19 @@ from starlette.responses import JSONResponse
 
 from cheems import errors
 
-
-class Unauthenticated(errors.CheemsError):
-    """No token, or one that signs nobody in (HTTP 401)."""
-
-    reason = "unauthenticated"
+Unauthenticated = errors.Unauthenticated  # no token, or one that signs nobody in (HTTP 401)
 
 
-class Forbidden(errors.CheemsError):
+class Forbidden(errors.PermissionDenied):
     """Signed in, but this is not theirs to see or change (HTTP 403)."""
 
     reason = "forbidden"
 
 
-# error kind (cheems.errors, plus the two above) -> HTTP status; the first matching kind wins
+# error kind (cheems.errors) -> HTTP status; the first matching kind wins
 STATUSES: list[tuple[type[errors.CheemsError], int]] = [
-    (Unauthenticated, 401),
-    (Forbidden, 403),
+    (errors.Unauthenticated, 401),
+    (errors.PermissionDenied, 403),
     (errors.InvalidInput, 400),
     (errors.NotFound, 404),
     (errors.Conflict, 409),

@@ -19,6 +19,7 @@ from sqlalchemy import Engine, func, select
 
 from cheems.formats.cheemsbench import BenchItem
 from cheems.formats.responses import Response
+from cheems.roles import OPERATOR
 from cheems.v1 import evaluation_pb2, evaluation_pb2_grpc
 from evaluator.convert import result_proto
 from evaluator.evaluate import EvalOptions, evaluate, load_subsets
@@ -30,12 +31,15 @@ from evaluator.report import to_json
 from evaluator.server import EvaluationServicer, host, resolve_bench
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
+from services.channels import open_channel
 from services.grpc_errors import REASON_KEY
 from services.hosting import GrpcHost, HostConfig
 from services.scorer.runtime import ScorerServer
 from services.store import repository
+from services.store.accounts import AccountBook
 from services.store.db import session_scope
 from services.store.models import EvalRun, EvalScore
+from tests.services.accounts import account
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
@@ -55,8 +59,9 @@ def bench_root(tmp_path: Path) -> Path:
 @pytest.fixture
 def service(engine: Engine, broker: EmbeddedBroker, bench_root: Path) -> Iterator[tuple[GrpcHost, grpc.Channel]]:
     publisher = Publisher(broker.bootstrap)
-    grpc_host = host(EvaluationServicer(engine, publisher, bench_root), HostConfig(port=0, host="127.0.0.1")).start()
-    channel = grpc.insecure_channel(f"127.0.0.1:{grpc_host.port}")
+    servicer = EvaluationServicer(engine, publisher, bench_root)
+    grpc_host = host(servicer, HostConfig(port=0, host="127.0.0.1"), AccountBook(engine)).start()
+    channel = open_channel(f"127.0.0.1:{grpc_host.port}", token=account(engine, "ops", OPERATOR))
     yield grpc_host, channel
     channel.close()
     grpc_host.stop(0)
@@ -244,9 +249,10 @@ def test_a_broker_that_is_gone_is_unavailable_and_the_run_is_failed(engine: Engi
     gone = EmbeddedBroker().start()
     publisher = Publisher(gone.bootstrap, max_block_ms=2000)
     gone.stop()
-    grpc_host = host(EvaluationServicer(engine, publisher, bench_root), HostConfig(port=0, host="127.0.0.1")).start()
+    servicer = EvaluationServicer(engine, publisher, bench_root)
+    grpc_host = host(servicer, HostConfig(port=0, host="127.0.0.1"), AccountBook(engine)).start()
     try:
-        with grpc.insecure_channel(f"127.0.0.1:{grpc_host.port}") as channel:
+        with open_channel(f"127.0.0.1:{grpc_host.port}", token=account(engine, "ops", OPERATOR)) as channel:
             with pytest.raises(grpc.RpcError) as error:
                 stub(channel).StartRun(
                     evaluation_pb2.StartRunRequest(bench_files=["open.jsonl"], scorer_url="h:1"), timeout=60

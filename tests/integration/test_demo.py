@@ -1,11 +1,14 @@
 """`make demo`'s job through the services (one training, as the sample is tiny): every process real, the loop
-running by itself from annotations to an evaluated model, the scorer switching, and nothing left running."""
+running by itself from annotations to an evaluated model, the scorer switching, and nothing left running; every
+service checked its callers' accounts, each process had its token in a 0600 file, and no token reached a log."""
 
 from __future__ import annotations
 
 import json
 import re
 import socket
+import sqlite3
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +70,15 @@ def test_the_demo_runs_the_loop_through_the_services_and_stops_everything(tmp_pa
     assert set(report["services"].values()) == {"UNREACHABLE"}  # everything stopped
     leftovers = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True, check=False)
     assert leftovers.stdout.strip() == "", f"processes outlived the demo: {leftovers.stdout}"
+    files = sorted((out / "accounts").rglob("*.token"))
+    names = {f.stem for f in files}
+    assert {"operator", "eval-worker"} | {f"sim-annotator-{n}" for n in range(1, 6)} == names
+    assert {stat.S_IMODE(f.stat().st_mode) for f in files} == {0o600}
+    tokens = [f.read_text().strip() for f in files]
+    logs = "".join(p.read_text(errors="replace") for p in (out / "logs").glob("*.log")) + run.stdout + run.stderr
+    assert not [t for t in tokens if t in logs]
+    with sqlite3.connect(out / "cheems.db") as db:
+        people = {name for (name,) in db.execute("SELECT DISTINCT annotator FROM annotations WHERE kind = 'human'")}
+        requested = {who for (who,) in db.execute("SELECT requested_by FROM trainings")}
+    assert people and people <= {f"sim-annotator-{n}" for n in range(1, 6)}  # each the account that sent it
+    assert requested == {"policy:auto"}

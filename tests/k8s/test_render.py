@@ -127,10 +127,29 @@ def test_dev_is_single_replica_and_prod_scales_on_gpus() -> None:
 
 
 def test_secrets_are_generated_in_dev_only() -> None:
-    """Dev carries throwaway values; prod's Secret is created out of band, never committed."""
-    dev_secrets = [d for d in render("overlays/dev") if d["kind"] == "Secret"]
-    assert len(dev_secrets) == 1 and dev_secrets[0]["metadata"]["name"].startswith("cheems-secrets")
+    """Dev carries throwaway values; prod's Secrets are created out of band, never committed."""
+    dev_secrets = sorted(
+        d["metadata"]["name"].rsplit("-", 1)[0] for d in render("overlays/dev") if d["kind"] == "Secret"
+    )
+    assert dev_secrets == ["cheems-account-eval-worker", "cheems-secrets"]
     assert not [d for d in render("overlays/prod") if d["kind"] == "Secret"]
+
+
+@pytest.mark.parametrize("path", ["overlays/dev", "overlays/prod"])
+def test_service_accounts_are_files_and_the_scorer_takes_them(path: str) -> None:
+    """One Secret per service account, mounted as a file (never an environment variable) where it is used and
+    where the Job registers it in the store; the scorer takes the store's accounts beside its static token."""
+    docs = render(path)
+    pods = {where: pod for doc in docs for where, pod in pod_specs(doc)}
+    worker, job = pods["Deployment/cheems-eval-worker"], pods["Job/cheems-accounts"]
+    assert [
+        v["secret"]["secretName"].startswith("cheems-account-eval-worker") for v in worker["volumes"] if "secret" in v
+    ] == [True]
+    assert "--token-file=/var/run/secrets/cheems/account/token" in worker["containers"][0]["args"]
+    assert not [e for e in worker["containers"][0].get("env", []) if "TOKEN" in e["name"]]
+    [registration] = job["containers"]
+    assert registration["args"][:4] == ["accounts", "add", "eval-worker", "--role=service"]
+    assert "--accounts" in pods["Deployment/cheems-scorer"]["containers"][0]["args"]
 
 
 def test_kustomize_is_new_enough() -> None:

@@ -28,10 +28,17 @@ class Service:
     def output(self) -> str:
         return self.out.read_text(errors="replace") + self.err.read_text(errors="replace")[-3000:]
 
-    def wait_serving(self, port: int, names: Sequence[str], timeout: float = 60.0) -> None:
-        """Until health says SERVING for every name (the process must stay up meanwhile)."""
+    def wait_serving(
+        self, port: int, names: Sequence[str], timeout: float = 60.0, tls: grpc.ChannelCredentials | None = None
+    ) -> None:
+        """Until health says SERVING for every name (the process must stay up meanwhile); `tls`: the port speaks
+        TLS for a `localhost` certificate."""
         deadline = time.monotonic() + timeout
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        if tls is not None:
+            opened = grpc.secure_channel(f"localhost:{port}", tls)
+        else:
+            opened = grpc.insecure_channel(f"127.0.0.1:{port}")
+        with opened as channel:
             stub = health_pb2_grpc.HealthStub(channel)
             while True:
                 assert self.process.poll() is None, f"exited with {self.process.returncode}:\n{self.output()}"

@@ -1,5 +1,6 @@
 """Service hosting: HostConfig checks, gRPC health (readiness, liveness) and reflection on a real server,
-stop and SIGTERM drain, and the heartbeat that turns a consumer's health NOT_SERVING when it stalls."""
+stop and SIGTERM drain, the heartbeat that turns a consumer's health NOT_SERVING when it stalls, and TLS on the port
+with an account's token over it."""
 
 from __future__ import annotations
 
@@ -8,13 +9,19 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
+from cheems.errors import InvalidInput
+from cheems.roles import OPERATOR, Caller
+from services.access import Guard
+from services.channels import open_channel, tls_credentials
 from services.hosting import LIVENESS, GrpcHost, Heartbeat, HostConfig
+from tests.services.tls import self_signed
 
 NAMES = ["cheems.test.One", "cheems.test.Two"]
 SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
@@ -175,3 +182,38 @@ def test_watch_notices_a_stalled_loop_on_its_own(grpc_host: GrpcHost) -> None:
         stop.set()
         thread.join(10)
     assert not thread.is_alive()
+
+
+def test_tls_only_and_a_token_over_it(tmp_path: Path) -> None:
+    cert, key = self_signed(tmp_path)
+    with pytest.raises(ValueError, match="tls_cert and tls_key must be given together"):
+        HostConfig(port=0, tls_cert=str(cert))
+    with pytest.raises(InvalidInput, match="cannot read the TLS certificate"):
+        GrpcHost(HostConfig(port=0, tls_cert=str(cert), tls_key=str(tmp_path / "none.pem")))
+    seen: list[str] = []
+
+    def authenticate(token: str) -> Caller | None:
+        seen.append(token)
+        return Caller("ops", OPERATOR) if token == "t0ken-over-tls-0123" else None
+
+    config = HostConfig(port=0, host="127.0.0.1", workers=2, tls_cert=str(cert), tls_key=str(key))
+    running = GrpcHost(config, names=NAMES, guard=Guard(authenticate)).start()
+    running.set_serving(True)
+    try:
+        target = f"localhost:{running.port}"
+        with open_channel(target, tls_credentials(cert), token="t0ken-over-tls-0123") as channel:
+            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
+            assert reply.status == SERVING
+            method = channel.unary_unary("/cheems.v1.IngestionService/GetSample")
+            with pytest.raises(grpc.RpcError) as info:
+                method(b"", timeout=10)  # the channel sent the token: the guard let it through to a missing method
+            assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        with grpc.insecure_channel(target) as plain:  # the port speaks TLS only
+            with pytest.raises(grpc.RpcError) as info:
+                health_pb2_grpc.HealthStub(plain).Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+            assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        running.stop(0)
+    with pytest.raises(InvalidInput, match="cannot read the TLS CA file"):
+        tls_credentials(tmp_path / "missing.pem")
+    assert tls_credentials("") is None

@@ -1,6 +1,7 @@
 """The long-running commands Kubernetes runs, as real processes: `cheems db upgrade`, then
 `cheems service ingestion|annotation|evaluation|eval-worker|eval-sink` become SERVING on gRPC health,
-do their work, and exit 0 on SIGTERM.
+do their work for an account's token (refusing a call without one; over TLS for ingestion), never show the token
+in their logs or their command line (`ps`), and exit 0 on SIGTERM.
 
 Here rather than under tests/cheems/ because the ingestion case runs on SQLite and PostgreSQL through
 the `db_url` fixture of tests/conftest.py.
@@ -18,6 +19,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy import func, select
 
+from cheems.roles import OPERATOR
 from cheems.v1 import (
     annotation_pb2,
     annotation_pb2_grpc,
@@ -35,13 +37,16 @@ from services.annotation.server import SERVICE as ANNOTATION_SERVICE
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker, free_port
 from services.bus.client import Publisher
+from services.channels import open_channel, tls_credentials
 from services.hosting import LIVENESS
 from services.ingestion.server import SERVICE as INGESTION_SERVICE
 from services.store import repository
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import head_revision
 from services.store.models import Prompt, Response
+from tests.services.accounts import account
 from tests.services.processes import CHEEMS, SERVING, Service
+from tests.services.tls import self_signed
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
@@ -49,19 +54,21 @@ SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 BENCH = [str(SAMPLE / "open.jsonl"), str(SAMPLE / "human.jsonl")]
 
 
-Start = Callable[[Sequence[str], Path, int, str], Service]
+Start = Callable[..., Service]
 
 
 @pytest.fixture
 def start() -> Iterator[Start]:
-    """start(args, logs, port, name): a `cheems` process, once health says SERVING for "", `name` and
+    """start(args, logs, port, name, tls=None): a `cheems` process, once health says SERVING for "", `name` and
     liveness on `port`; whatever still runs at the end of the test is killed."""
     started: list[Service] = []
 
-    def run(args: Sequence[str], logs: Path, port: int, name: str) -> Service:
+    def run(
+        args: Sequence[str], logs: Path, port: int, name: str, tls: grpc.ChannelCredentials | None = None
+    ) -> Service:
         service = Service(args, logs)
         started.append(service)
-        service.wait_serving(port, ["", name, LIVENESS])
+        service.wait_serving(port, ["", name, LIVENESS], tls=tls)
         return service
 
     yield run
@@ -73,6 +80,21 @@ def db_upgrade(url: str) -> None:
     run = subprocess.run([*CHEEMS, "db", "upgrade", "--db", url], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.strip() == f"database at revision {head_revision()}"
+
+
+def operator(url: str) -> str:
+    """A token of an operator account of the store at `url`."""
+    engine = create_engine_for(StoreConfig(url))
+    try:
+        return account(engine, "ops", OPERATOR)
+    finally:
+        engine.dispose()
+
+
+def unseen(service: Service, token: str) -> None:
+    """The token is in neither the process's command line (what `ps` shows) nor its output."""
+    cmdline = Path(f"/proc/{service.process.pid}/cmdline").read_bytes().decode(errors="replace")
+    assert token not in cmdline and token not in service.output()
 
 
 def count(url: str, model: type) -> int:
@@ -92,26 +114,35 @@ def test_db_upgrade_twice_is_a_no_op(tmp_path: Path) -> None:
 
 def test_ingestion_service(db_url: str, tmp_path: Path, start: Start) -> None:
     db_upgrade(db_url)
-    port = free_port()
+    token, (cert, key) = operator(db_url), self_signed(tmp_path)
+    port, tls = free_port(), tls_credentials(cert)
+    args = ["-v", "service", "ingestion", "--db", db_url, "--port", str(port), "--host", "127.0.0.1"]  # -v: debug logs
     service = start(
-        ["service", "ingestion", "--db", db_url, "--port", str(port), "--host", "127.0.0.1"],
-        tmp_path / "i",
-        port,
-        INGESTION_SERVICE,
+        [*args, "--tls-cert", str(cert), "--tls-key", str(key)], tmp_path / "i", port, INGESTION_SERVICE, tls
     )
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        stub = ingestion_pb2_grpc.IngestionServiceStub(channel)
-        sample = common_pb2.Sample(
-            prompt="你好",
-            responses=[common_pb2.Response(id="r1", content="好"), common_pb2.Response(id="r2", content="嗨")],
-        )
-        records = [ingestion_pb2.IngestRecord(sample=sample, line=1), ingestion_pb2.IngestRecord(line=2)]
-        summary = stub.Ingest(iter(records), timeout=30)
+    sample = common_pb2.Sample(
+        prompt="你好",
+        responses=[common_pb2.Response(id="r1", content="好"), common_pb2.Response(id="r2", content="嗨")],
+    )
+    records = [ingestion_pb2.IngestRecord(sample=sample, line=1), ingestion_pb2.IngestRecord(line=2)]
+    with open_channel(f"localhost:{port}", tls) as anonymous:
+        with pytest.raises(grpc.RpcError) as info:
+            ingestion_pb2_grpc.IngestionServiceStub(anonymous).Ingest(iter(records), timeout=30)
+        assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    with open_channel(f"localhost:{port}", tls, token="chm_wrong-token-of-nobody") as stranger:
+        with pytest.raises(grpc.RpcError) as info:
+            ingestion_pb2_grpc.IngestionServiceStub(stranger).Ingest(iter(records), timeout=30)
+        assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert count(db_url, Prompt) == 0
+    with open_channel(f"localhost:{port}", tls, token=token) as channel:
+        summary = ingestion_pb2_grpc.IngestionServiceStub(channel).Ingest(iter(records), timeout=30)
         assert (summary.received, summary.stored, summary.rejected) == (2, 1, 1)
         assert [e.line for e in summary.errors] == [2]
     assert (count(db_url, Prompt), count(db_url, Response)) == (1, 2)
+    unseen(service, token)
+    unseen(service, "chm_wrong-token-of-nobody")
     assert service.stop() == 0, service.output()
-    assert f"ingestion: gRPC 127.0.0.1:{port}" in service.out.read_text()
+    assert f"ingestion: gRPC 127.0.0.1:{port}" in service.out.read_text() and "refused" in service.output()
 
 
 def test_annotation_service(tmp_path: Path, start: Start) -> None:
@@ -130,7 +161,8 @@ def test_annotation_service(tmp_path: Path, start: Start) -> None:
         port,
         ANNOTATION_SERVICE,
     )
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+    token = operator(url)
+    with open_channel(f"127.0.0.1:{port}", token=token) as channel:
         stub = annotation_pb2_grpc.AnnotationServiceStub(channel)
         with pytest.raises(grpc.RpcError) as info:
             stub.GetRanking(annotation_pb2.GetRankingRequest(prompt_id="no-such-prompt"), timeout=10)
@@ -139,6 +171,7 @@ def test_annotation_service(tmp_path: Path, start: Start) -> None:
         assert health.Check(health_pb2.HealthCheckRequest(), timeout=10).status == SERVING  # an error is no outage
         tasks = stub.CreateTasks(annotation_pb2.CreateTasksRequest(prompt_id=prompt_id, group_size=3), timeout=10)
         assert [sorted(t.response_ids) for t in tasks.tasks] == [["a", "b", "c"]]
+    unseen(service, token)
     assert service.stop() == 0, service.output()
 
 
@@ -199,7 +232,7 @@ def test_evaluation_service_starts_a_run(broker: EmbeddedBroker, tmp_path: Path,
     args = ["service", "evaluation", "--bootstrap", broker.bootstrap, "--db", url, "--bench-root", str(SAMPLE)]
     args += ["--http-port", "-1"]  # the leaderboard's HTTP: tests/evaluator/leaderboard/test_service.py
     service = start([*args, "--port", str(port), "--host", "127.0.0.1"], tmp_path / "e", port, EVALUATION_SERVICE)
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+    with open_channel(f"127.0.0.1:{port}", token=operator(url)) as channel:
         stub = evaluation_pb2_grpc.EvaluationServiceStub(channel)
         request = evaluation_pb2.StartRunRequest(bench_files=["open.jsonl"], scorer_url="127.0.0.1:1")
         run = stub.StartRun(request, timeout=30)

@@ -22,6 +22,15 @@ def test_start_order_and_the_ports_of_a_block(tmp_path: Path) -> None:
     assert all(f"sqlite:///{tmp_path.resolve()}/cheems.db" in p.args for p in plan(config) if "--db" in p.args)
 
 
+def test_every_process_gets_its_account_by_a_file_never_a_token(tmp_path: Path) -> None:
+    config = SystemConfig(data_dir=tmp_path, judge_url="http://127.0.0.1:9/v1", bench=(Path("open.jsonl"),))
+    by_name = {p.name: p.args for p in plan(config)}
+    worker = by_name["eval-worker"]
+    assert worker[worker.index("--token-file") + 1] == str(tmp_path / "accounts" / "eval-worker.token")
+    assert "--accounts" in by_name["scorer"]  # the store's accounts that score: the eval worker's among them
+    assert not any(a in ("--token", "--api-key") or a.startswith("chm_") for args in by_name.values() for a in args)
+
+
 def test_without_a_judge_there_is_no_judge_worker(tmp_path: Path) -> None:
     assert "judge" not in [p.name for p in plan(SystemConfig(data_dir=tmp_path))]
 

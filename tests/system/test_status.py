@@ -14,6 +14,7 @@ from services.hosting import HostConfig
 from services.ingestion.server import host
 from services.ingestion.service import IngestionService
 from services.store import lifecycle, registry, repository
+from services.store.accounts import AccountBook
 from services.store.db import session_scope
 from services.store.filtered import keep_passing
 from system.leaderboard import leaderboard
@@ -45,7 +46,7 @@ def fill(engine: Engine) -> list[str]:
 
 def test_the_report_and_its_json_shape(engine: Engine) -> None:
     models = fill(engine)
-    grpc_host = host(IngestionService(engine), HostConfig(port=0, host="127.0.0.1")).start()
+    grpc_host = host(IngestionService(engine), HostConfig(port=0, host="127.0.0.1"), AccountBook(engine)).start()
     try:
         report = status(engine, {"ingestion": f"127.0.0.1:{grpc_host.port}", "scorer": "127.0.0.1:1"})
     finally:
@@ -99,9 +100,13 @@ def test_the_scorers_models_and_their_dtype(tiny_checkpoint: Callable[..., Path]
     from services.scorer.config import ScorerConfig
     from services.scorer.runtime import ScorerServer
 
-    config = ScorerConfig(model=str(tiny_checkpoint()), backend="torch", grpc_port=0, http_port=-1, dtype="bfloat16")
+    config = ScorerConfig(
+        model=str(tiny_checkpoint()), backend="torch", grpc_port=0, http_port=-1, dtype="bfloat16", token="s3cret-token"
+    )
     with ScorerServer(config) as server:
-        report = status(None, {"scorer": f"127.0.0.1:{server.grpc_port}"})
+        refused = status(None, {"scorer": f"127.0.0.1:{server.grpc_port}"})  # health is open, the models are not
+        report = status(None, {"scorer": f"127.0.0.1:{server.grpc_port}"}, token="s3cret-token")
+    assert refused["services"] == {"scorer": "SERVING"} and refused["served"].startswith("UNAUTHENTICATED")
     assert report["services"] == {"scorer": "SERVING"}
     assert report["served"] == [
         {"model_id": "tiny", "dtype": "bfloat16", "backend": "torch", "default": True, "in_flight": 0}

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 GROUP = "cheems-training"
+AUTO = "policy:auto"  # who a training this trainer starts was requested by
 
 
 class AutoTrainer:
@@ -63,7 +64,7 @@ class AutoTrainer:
             self.tried_at = since
             return None
         self.tried_at = -1
-        return self.service.start_training(dataset_id=dataset.id)
+        return self.service.start_training(dataset_id=dataset.id, requested_by=AUTO)
 
     def make_dataset(self) -> tuple[Dataset, bool]:
         """The configured recipe's dataset; while its distant supervision has no human-trained model to use, a

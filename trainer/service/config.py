@@ -31,6 +31,8 @@ class TrainingConfig:
     nproc: int = 1  # training processes per node (one per GPU)
     port: int = TRAINING_PORT  # gRPC port (0 = any free one)
     host: str = "127.0.0.1"  # 0.0.0.0 in a pod
+    tls_cert: str = ""  # PEM certificate: the gRPC port speaks TLS only (with tls_key)
+    tls_key: str = ""
     poll_seconds: float = 2.0  # how often a running training's progress and state are read
     max_relaunches: int = 3  # relaunches (resuming from a checkpoint) of a run that vanished unfinished
     seed: int = 0  # length debiasing's sample
@@ -63,3 +65,5 @@ class TrainingConfig:
             raise ValueError(f"poll_seconds must be > 0, got {self.poll_seconds}")
         if not self.data_dir:
             raise ValueError("data_dir: required")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("tls_cert and tls_key must be given together")

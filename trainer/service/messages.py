@@ -45,6 +45,7 @@ def training_message(row: Training) -> training_pb2.Training:
         out_dir=row.out_dir,
         created_at=timestamp(row.created_at),
         updated_at=timestamp(row.updated_at),
+        requested_by=row.requested_by or "",
     )
     if row.loss is not None:
         message.loss = row.loss

@@ -9,6 +9,11 @@ Each method decodes the request, calls `TrainingService` and encodes its rows
 with no pair (nothing stored), NOT_FOUND for an unknown dataset or training, FAILED_PRECONDITION to
 cancel a training that has ended. On start the service re-attaches to the trainings recorded as
 running; on SIGTERM it stops watching them, and they go on.
+
+Every call names an account (`services.access`; roles in `cheems.roles`): operators and admins make datasets,
+trainings, register and reject models; only admins promote and roll back. Who did it is the account: a
+training's `requested_by` and each lifecycle step's actor are `person:NAME` (or `service:NAME`) of the caller;
+the requests' `actor` fields are ignored.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import grpc
 from cheems.errors import CheemsError
 from cheems.extras import need
 from cheems.v1 import training_pb2
+from services.access import Authenticate, Guard, caller
 from services.bus.client import Publisher
 from services.grpc_errors import abort
 from services.hosting import GrpcHost, HostConfig, checked_handler
@@ -65,7 +71,12 @@ class TrainingServicer:
     def StartTraining(self, request: Any, context: grpc.ServicerContext) -> training_pb2.Training:
         def work() -> training_pb2.Training:
             training = self.service.start_training(
-                request.dataset_id, request.dataset_recipe, request.recipe, dict(request.overrides), request.supervisor
+                request.dataset_id,
+                request.dataset_recipe,
+                request.recipe,
+                dict(request.overrides),
+                request.supervisor,
+                requested_by=caller().actor,
             )
             return training_message(training)
 
@@ -95,7 +106,7 @@ class TrainingServicer:
 
     def RegisterModel(self, request: Any, context: grpc.ServicerContext) -> training_pb2.Model:
         def work() -> training_pb2.Model:
-            model = self.models.register(request.path, request.model_id or None, actor_of(request.actor))
+            model = self.models.register(request.path, request.model_id or None, caller().actor)
             return model_message(model)
 
         return self._run(context, work)
@@ -103,18 +114,16 @@ class TrainingServicer:
     def PromoteModel(self, request: Any, context: grpc.ServicerContext) -> training_pb2.ModelChanges:
         return self._run(
             context,
-            lambda: self._changes(
-                self.models.promote(request.model_id, actor_of(request.actor), request.reason, request.force)
-            ),
+            lambda: self._changes(self.models.promote(request.model_id, caller().actor, request.reason, request.force)),
         )
 
     def RollbackModel(self, request: Any, context: grpc.ServicerContext) -> training_pb2.ModelChanges:
-        return self._run(context, lambda: self._changes(self.models.rollback(actor_of(request.actor), request.reason)))
+        return self._run(context, lambda: self._changes(self.models.rollback(caller().actor, request.reason)))
 
     def RejectModel(self, request: Any, context: grpc.ServicerContext) -> training_pb2.ModelChanges:
         return self._run(
             context,
-            lambda: self._changes(self.models.reject(request.model_id, actor_of(request.actor), request.reason)),
+            lambda: self._changes(self.models.reject(request.model_id, caller().actor, request.reason)),
         )
 
     def _changes(self, changes: list[Change]) -> training_pb2.ModelChanges:
@@ -124,18 +133,16 @@ class TrainingServicer:
         )
 
 
-def actor_of(actor: str) -> str:
-    """Who a request says it comes from; a bare name is a person."""
-    actor = actor.strip() or "unknown"
-    return actor if ":" in actor else f"person:{actor}"
-
-
-def host(service: TrainingService, config: HostConfig) -> GrpcHost:
-    """The servicer on a GrpcHost (health, reflection), serving as soon as it is started."""
+def host(service: TrainingService, config: HostConfig, authenticate: Authenticate) -> GrpcHost:
+    """The servicer on a GrpcHost (health, reflection), serving as soon as it is started; `authenticate`: the
+    accounts callers' tokens are checked against."""
     descriptor = training_pb2.DESCRIPTOR.services_by_name["TrainingService"]
     servicer = TrainingServicer(service)
     grpc_host = GrpcHost(
-        config, lambda server: server.add_generic_rpc_handlers((checked_handler(servicer, descriptor),)), [SERVICE]
+        config,
+        lambda server: server.add_generic_rpc_handlers((checked_handler(servicer, descriptor),)),
+        [SERVICE],
+        Guard(authenticate),
     )
     grpc_host.set_serving(True)
     return grpc_host
@@ -176,13 +183,15 @@ def serve(db: str, bootstrap: str, config: TrainingConfig, on_ready: Callable[[i
     `on_ready(port)` runs once the server listens.
     """
     from services.annotation.events import EventRelay
+    from services.store.accounts import AccountBook
     from services.store.db import StoreConfig, create_engine_for
 
     publisher = Publisher(bootstrap, max_block_ms=10000) if bootstrap else None
     engine = create_engine_for(StoreConfig(db))
     relay = EventRelay(engine, publisher).start() if publisher is not None else None
     service = TrainingService(engine, config, make_launcher(config), publisher)
-    grpc_host = host(service, HostConfig(port=config.port, host=config.host)).start()
+    listen = HostConfig(port=config.port, host=config.host, tls_cert=config.tls_cert, tls_key=config.tls_key)
+    grpc_host = host(service, listen, AccountBook(engine)).start()
     recovered = service.recover()
     auto = AutoTrainer(service)
     if config.auto_after:

@@ -71,8 +71,10 @@ class TrainingService:
         recipe: str = "",
         overrides: Mapping[str, str] | None = None,
         supervisor: str = "",
+        requested_by: str | None = None,
     ) -> Training:
-        """Record and launch a training on the dataset (a new one made with `dataset_recipe` when none is named)."""
+        """Record and launch a training on the dataset (a new one made with `dataset_recipe` when none is named);
+        `requested_by`: who asked for it, as the training records it (the caller's actor, or policy:auto)."""
         recipe, overrides = recipe or self.config.recipe, {**self.config.overrides, **dict(overrides or {})}
         check_request(recipe, overrides)
         if dataset_id:
@@ -82,9 +84,11 @@ class TrainingService:
             dataset_id = self.create_dataset(dataset_recipe, supervisor)[0].id
         with self.lock, session_scope(self.engine) as session:
             out_dir = str(self.data_dir / "trainings" / "{id}")
-            training = registry.create_training(session, dataset_id, recipe, overrides, self.launcher.kind, out_dir)
+            training = registry.create_training(
+                session, dataset_id, recipe, overrides, self.launcher.kind, out_dir, requested_by
+            )
             training_id = training.id
-        log.info("training %s: recipe %s on dataset %s", training_id, recipe, dataset_id[:12])
+        log.info("training %s: recipe %s on dataset %s, for %s", training_id, recipe, dataset_id[:12], requested_by)
         self.launch(training_id)
         return self.get_training(training_id)
 

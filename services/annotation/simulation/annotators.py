@@ -12,7 +12,12 @@ bench file holds are left alone. Annotators run concurrently, each in a thread w
 random stream; a task another one closed first is skipped (FAILED_PRECONDITION). An annotation's id
 is "<annotator>:<task id>", so running the simulation again stores nothing twice.
 
-    cheems annotate simulate-humans --annotation-url localhost:50053 --bench data/sample/open.jsonl --annotators 5
+Each simulated person signs in with an annotator account of their own (`accounts`: name and token; the service
+records the account as the annotator): the service lists them their own tasks only. `left` needs a listing of
+every open task, so an operator's `token`; without one it is None.
+
+    cheems annotate simulate-humans --annotation-url localhost:50053 --bench data/sample/open.jsonl --annotators 5 \
+        --token-dir out/demo/accounts/annotators      # sim-annotator-1.token, ...: one account each
 """
 
 from __future__ import annotations
@@ -37,7 +42,6 @@ from services.channels import open_channel
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,8 @@ class SimulationStats:
     submitted: int = 0  # annotations stored
     taken: int = 0  # tasks another annotator closed first
     unknown: int = 0  # open tasks of prompts no bench file holds (at the last look)
-    left: int = 0  # open triples of the bench's prompts when all stopped: each needs another annotator
+    left: int | None = 0  # open triples of the bench's prompts when all stopped, each needing another annotator
+    # (None: not counted, no operator token)
 
 
 class Gold:
@@ -85,25 +90,42 @@ class Gold:
         return ranks if len(ranks) == len(sample.responses) else None
 
 
-def simulate_humans(target: str, items: Sequence[BenchItem], config: SimulationConfig) -> SimulationStats:
-    """Annotate every open triple of the bench's prompts at `target` (host:port); returns what was done."""
+def simulate_humans(
+    target: str,
+    items: Sequence[BenchItem],
+    config: SimulationConfig,
+    accounts: Sequence[tuple[str, str]],
+    token: str = "",
+    credentials: grpc.ChannelCredentials | None = None,
+) -> SimulationStats:
+    """Annotate every open triple of the bench's prompts at `target` (host:port), each simulated person as one of
+    `accounts` ((name, token), the first `config.annotators`); `token`: an operator's, to count what is left."""
+    if len(accounts) < config.annotators:
+        raise errors.InvalidInput(f"{config.annotators} annotators need as many accounts, got {len(accounts)}")
     gold, stats, lock = Gold(items), SimulationStats(), threading.Lock()
-    with open_channel(target) as channel:
+    with open_channel(target, credentials) as channel:
         stub = annotation_pb2_grpc.AnnotationServiceStub(channel)
         with ThreadPoolExecutor(config.annotators) as pool:
-            futures = [pool.submit(_annotate, stub, n, gold, config, stats, lock) for n in range(config.annotators)]
+            people = accounts[: config.annotators]
+            futures = [pool.submit(_annotate, stub, n, p, gold, config, stats, lock) for n, p in enumerate(people)]
             for future in futures:
                 future.result()
-        stats.left = sum(gold.of(t.sample) is not None for t in _list(stub, config, "").tasks)
+        stats.left = sum(gold.of(t.sample) is not None for t in _list(stub, config, token).tasks) if token else None
     if stats.left:
         log.warning("%d triples left open: each needs an annotator who has not annotated its prompt", stats.left)
     return stats
 
 
-def _list(stub: annotation_pb2_grpc.AnnotationServiceStub, config: SimulationConfig, name: str) -> pb.ListTasksResponse:
-    """The open triples `name` may take (every open triple: name "")."""
-    request = pb.ListTasksRequest(group_size=3, limit=config.batch, annotator=name)
-    return _call(lambda: stub.ListTasks(request, timeout=config.timeout))
+def _list(
+    stub: annotation_pb2_grpc.AnnotationServiceStub, config: SimulationConfig, token: str
+) -> pb.ListTasksResponse:
+    """The open triples the account of `token` may take (an operator's: every open triple)."""
+    request = pb.ListTasksRequest(group_size=3, limit=config.batch)
+    return _call(lambda: stub.ListTasks(request, timeout=config.timeout, metadata=bearer(token)))
+
+
+def bearer(token: str) -> list[tuple[str, str]]:
+    return [("authorization", f"Bearer {token}")]
 
 
 def one_per_prompt(tasks: list[tuple[pb.OpenTask, dict[str, int]]]) -> list[tuple[pb.OpenTask, dict[str, int]]]:
@@ -117,15 +139,16 @@ def one_per_prompt(tasks: list[tuple[pb.OpenTask, dict[str, int]]]) -> list[tupl
 def _annotate(
     stub: annotation_pb2_grpc.AnnotationServiceStub,
     n: int,
+    account: tuple[str, str],
     gold: Gold,
     config: SimulationConfig,
     stats: SimulationStats,
     lock: threading.Lock,
 ) -> None:
-    name, rng = f"sim-annotator-{n + 1}", random.Random(f"{config.seed}:{n}")
+    token, rng = account[1], random.Random(f"{config.seed}:{n}")
     idle_since = time.monotonic()
     while True:
-        listed = _list(stub, config, name)
+        listed = _list(stub, config, token)
         tasks = [(t, ranks) for t in listed.tasks if (ranks := gold.of(t.sample)) is not None]
         with lock:
             stats.unknown = len(listed.tasks) - len(tasks)
@@ -136,9 +159,8 @@ def _annotate(
             continue
         rng.shuffle(tasks)  # annotators spread over the queue rather than racing for its head
         for task, ranks in one_per_prompt(tasks):
-            submitted = _submit(
-                stub, name, task.task, human_order(list(task.task.response_ids), ranks, rng, config.noise), config
-            )
+            order = human_order(list(task.task.response_ids), ranks, rng, config.noise)
+            submitted = _submit(stub, account, task.task, order, config)
             with lock:
                 stats.submitted += submitted
                 stats.taken += not submitted
@@ -147,21 +169,21 @@ def _annotate(
 
 def _submit(
     stub: annotation_pb2_grpc.AnnotationServiceStub,
-    name: str,
+    account: tuple[str, str],
     task: pb.AnnotationTask,
     order: list[list[str]],
     config: SimulationConfig,
 ) -> bool:
+    (name, token) = account
     request = pb.Annotation(
         annotation_id=f"{name}:{task.task_id}",
         prompt_id=task.prompt_id,
         task_id=task.task_id,
-        annotator=name,
-        kind=pb.ANNOTATOR_KIND_HUMAN,
+        kind=pb.ANNOTATOR_KIND_HUMAN,  # the annotator is the account the call comes from
         order=pb.OrderResult(groups=[pb.TieGroup(ids=group) for group in order]),
     )
     try:
-        return bool(stub.SubmitAnnotation(request, timeout=config.timeout).created)
+        return bool(stub.SubmitAnnotation(request, timeout=config.timeout, metadata=bearer(token)).created)
     except grpc.RpcError as e:
         if e.code() == grpc.StatusCode.FAILED_PRECONDITION:  # another annotator closed it first
             return False
@@ -175,6 +197,14 @@ def _call(call: Callable[[], T]) -> T:
         raise _error(e) from None
 
 
+KINDS: dict[grpc.StatusCode, type[errors.CheemsError]] = {
+    grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
+    grpc.StatusCode.DEADLINE_EXCEEDED: errors.Unavailable,
+    grpc.StatusCode.UNAUTHENTICATED: errors.Unauthenticated,
+    grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDenied,
+}
+
+
 def _error(e: grpc.RpcError) -> errors.CheemsError:
     message = f"annotation service: {e.code().name}: {e.details()}"
-    return errors.Unavailable(message) if e.code() in RETRYABLE else errors.CheemsError(message)
+    return KINDS.get(e.code(), errors.CheemsError)(message)

@@ -1,7 +1,8 @@
 """The annotator page's work, transport-free: who is signed in, their next task, their submit, the admin overview.
 
     bench = Workbench(AnnotationService(engine, publisher))
-    person = bench.sign_in(token)                         # Unauthenticated for a wrong token
+    person = bench.sign_in(token)                         # Unauthenticated for a wrong token; Forbidden for a role
+                                                          # that does not annotate (cheems.roles.ANNOTATE)
     task = bench.next_task(person)                        # their open task, else the oldest free one; or None
     bench.withheld(person)                                # free triples left for others (prompts they did)
     bench.submit(person, task.task_id, {"annotation_id": "web-1", "order": [["r1"], ["r2", "r3"]]})
@@ -25,12 +26,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cheems import errors
+from cheems.roles import ANNOTATE, spelled
 from services.annotation.algorithm.doubles import DoubleAgreement, double_agreement
 from services.annotation.algorithm.quality import Judgment, Quality, annotator_quality, stored_relations
 from services.annotation.service import AnnotationService, OpenTask, open_task_of
 from services.annotation.submission import Submission, submit
 from services.annotation.web.form import parse_form
-from services.store import annotators as accounts
+from services.store import accounts
+from services.store import annotators as queue
 from services.store.db import session_scope
 from services.store.errors import TaskClosed
 from services.store.filtered import FilteredResponse, filtered, reason_counts
@@ -106,21 +109,25 @@ class Workbench:
         if not token:
             raise Unauthenticated("sign in: send your token as `authorization: Bearer <token>`")
         with session_scope(self.service.engine) as session:
-            found = accounts.annotator_by_token(session, token)
+            found = accounts.account_by_token(session, token)
             if found is None:
                 raise Unauthenticated("this token signs nobody in (mistyped, reset or disabled?)")
+            if found.role not in ANNOTATE:
+                raise Forbidden(
+                    f"the annotator's page needs the role {spelled(ANNOTATE)}; {found.name} is {found.role}"
+                )
             return Person(found.name, found.admin)
 
     def next_task(self, person: Person) -> OpenTask | None:
         """The task the annotator holds, else the oldest free triple-wise task, now held by them."""
         with session_scope(self.service.engine) as session:
-            queued = accounts.claim_next(session, person.name, self.clock(), self.lease)
+            queued = queue.claim_next(session, person.name, self.clock(), self.lease)
             return None if queued is None else open_task_of(queued)
 
     def withheld(self, person: Person) -> int:
         """Free triples left that the annotator may not take: of prompts they annotated or hold a task of."""
         with session_scope(self.service.engine) as session:
-            return accounts.withheld(session, person.name, self.clock(), self.lease)
+            return queue.withheld(session, person.name, self.clock(), self.lease)
 
     def submit(self, person: Person, task_id: str, body: Any) -> bool:
         """Store the annotator's ranking of a task they hold; False when this annotation was stored already."""
@@ -129,8 +136,8 @@ class Workbench:
             if task is None or task.kind != "triple":
                 raise UnknownWebTask(f"no triple-wise task {task_id!r}")
             form = parse_form(body, list(task.response_keys))
-            holder, done, prompt_id = accounts.holder(session, task_id), task.status == "done", task.prompt_id
-            held_before = accounts.ever_held(session, task_id, person.name)
+            holder, done, prompt_id = queue.holder(session, task_id), task.status == "done", task.prompt_id
+            held_before = queue.ever_held(session, task_id, person.name)
         if holder != person.name:
             if not held_before:
                 raise Forbidden(f"task {task_id} was not given to you: ask for your next task")
@@ -144,7 +151,7 @@ class Workbench:
             return submit(self.service, submission)
         except TaskClosed:
             with session_scope(self.service.engine) as session:
-                by = accounts.task_annotators(session, task_id)
+                by = queue.task_annotators(session, task_id)
             who = "you, with another annotation" if by and by[0] == person.name else "another annotator"
             raise TaskCompleted(f"task {task_id} was already completed by {who}") from None
 
@@ -153,12 +160,12 @@ class Workbench:
         if not person.admin:
             raise Forbidden("the overview is for admins")
         with session_scope(self.service.engine) as session:
-            people = accounts.list_annotators(session)
-            held = accounts.open_claims(session)
-            stored, rankings = accounts.annotated_by_people(session)
+            people = [a for a in accounts.list_accounts(session) if a.role in ANNOTATE]
+            held = queue.open_claims(session)
+            stored, rankings = queue.annotated_by_people(session)
             judgments = [judgment(a) for a in stored]
-            doubles = double_agreement([(judgment(a), judgment(b)) for a, b in accounts.doubled_annotations(session)])
-            open_tasks, free_tasks = accounts.queue_size(session, self.clock(), self.lease)
+            doubles = double_agreement([(judgment(a), judgment(b)) for a, b in queue.doubled_annotations(session)])
+            open_tasks, free_tasks = queue.queue_size(session, self.clock(), self.lease)
             rule_filtered, newest = reason_counts(session), filtered(session, limit=FILTERED_SHOWN)
         figures = annotator_quality(judgments, rankings)
         rows = [AnnotatorRow(p.name, True, p.admin, p.active, held.get(p.name, 0), figures.get(p.name)) for p in people]

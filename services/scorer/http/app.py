@@ -13,21 +13,22 @@ GET  /metrics     Prometheus text (no token needed)
 Errors are JSON, `{"error": message, "reason": word}` (the word is the scorer error's `reason`), with
 the status of `services.web.STATUSES`: 400 bad input (the message names the field: `query[3]: lone surrogate`),
 413 over a limit (`max_message_bytes`, `max_queries`, length under truncation "error"), 503 backend
-down, 504 deadline (every call gets the server's `max_call_seconds`), 499 caller gone, 401 no token.
+down, 504 deadline (every call gets the server's `max_call_seconds`), 499 caller gone, 401 no token, 403 an account
+whose role does not score.
 
 Bodies over `max_message_bytes` are refused before they are read (Content-Length) or as soon as they
 pass the limit (chunked). JSON is parsed in the threadpool by `parse_body`, one array element at a
 time: one C call of `json` per element, never one for the whole body, so the parsing thread lets go
 of the GIL between elements and small requests keep flowing while a 50 MB body is parsed.
 
-With a token set (`ScorerConfig.token`), POST endpoints take `authorization: Bearer <token>` or `?token=<token>` (for
+With a token set (`ScorerConfig.token`) or the store's accounts taken (`--accounts`, `server.callers`),
+POST endpoints take `authorization: Bearer <token>` or `?token=<token>` (for
 OpenRLHF, whose client sends no headers: `--remote_rm_url http://scorer:8000/get_reward?token=...`).
 The token is taken out of the query string before anything (uvicorn's access log included) sees it.
 """
 
 from __future__ import annotations
 
-import hmac
 import logging
 import time
 from collections.abc import Callable
@@ -42,6 +43,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from cheems import errors
+from services.access import Authenticate, check
 from services.grpc_errors import status_of
 from services.scorer.errors import (
     InvalidRequest,
@@ -54,6 +57,7 @@ from services.web.errors import status_of as http_status
 
 log = logging.getLogger(__name__)
 VALUES_PER_QUERY = 64  # JSON values a body may hold per allowed query: bounds the parse's CPU time
+SCORE = "/cheems.v1.RewardService/Score"
 TOKEN_KEY = "cheems.query_token"  # scope key for the `?token=` value, once moved out of the query string
 
 
@@ -145,18 +149,30 @@ class QueryToken:
         await self.app(scope, receive, send)
 
 
-def authorized(request: Request, token: bytes) -> bool:
-    """The bearer header or `?token=` matches, compared in constant time."""
-    header = request.headers.get("authorization", "").encode("latin-1")
-    via_header = hmac.compare_digest(header, b"Bearer " + token)
-    via_query = hmac.compare_digest(request.scope.get(TOKEN_KEY, b""), token)
-    return via_header or via_query
+def credentials(request: Request) -> list[str]:
+    """The tokens a request offers: the bearer header's, then `?token=`'s."""
+    scheme, _, header = request.headers.get("authorization", "").partition(" ")
+    query = request.scope.get(TOKEN_KEY, b"").decode("utf-8", "replace")
+    return [t for t in (header.strip() if scheme.lower() == "bearer" else "", query) if t]
 
 
-def create_app(scorer: Scorer, is_ready: Callable[[], bool], auth_token: str = "") -> ASGIApp:
-    """The HTTP app; limits come from `scorer.config`."""
+def refusal(authenticate: Authenticate, request: Request) -> JSONResponse | None:
+    """None when one of the request's tokens may score; else the 401 or 403 reply (naming the role needed)."""
+    denied: errors.CheemsError = errors.Unauthenticated("missing or wrong token (bearer header or ?token=)")
+    for token in credentials(request):
+        try:
+            check(authenticate, token, SCORE)  # an HTTP call scores, as far as roles go
+            return None
+        except errors.PermissionDenied as e:
+            denied = e
+        except errors.Unauthenticated:
+            pass
+    return JSONResponse({"error": str(denied), "reason": denied.reason}, status_code=http_status(denied))
+
+
+def create_app(scorer: Scorer, is_ready: Callable[[], bool], authenticate: Authenticate | None = None) -> ASGIApp:
+    """The HTTP app; limits come from `scorer.config`; `authenticate`: how tokens are checked (None: not asked)."""
     config, metrics = scorer.config, scorer.metrics
-    token = auth_token.encode()
     max_values = VALUES_PER_QUERY * config.max_queries
 
     def endpoint(api: str, handler: Callable[[dict[str, Any], str], Any]) -> Callable[[Request], Any]:
@@ -164,10 +180,12 @@ def create_app(scorer: Scorer, is_ready: Callable[[], bool], auth_token: str = "
             return handler(parse_body(data, max_values), model)
 
         async def run(request: Request) -> Response:
-            if token and not authorized(request, token):
-                metrics.requests.labels(api, "UNAUTHENTICATED").inc()
-                reply = {"error": "missing or wrong token (bearer header or ?token=)", "reason": "unauthenticated"}
-                return JSONResponse(reply, status_code=401)
+            refused = None if authenticate is None else await run_in_threadpool(refusal, authenticate, request)
+            if refused is not None:
+                metrics.requests.labels(
+                    api, "UNAUTHENTICATED" if refused.status_code == 401 else "PERMISSION_DENIED"
+                ).inc()
+                return refused
             started = time.perf_counter()
             try:
                 data = await read_body(request, config.max_message_bytes)

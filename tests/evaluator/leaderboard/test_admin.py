@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 
 from evaluator.leaderboard.app import create_app
 from services.store import lifecycle
-from services.store.annotators import add_annotator
+from services.store.accounts import add_annotator
 from services.store.db import session_scope
 from tests.web.conftest import serve_asgi
 

@@ -13,7 +13,7 @@ from sqlalchemy import Engine, select
 
 from evaluator.leaderboard.app import create_app
 from services.store import lifecycle
-from services.store.annotators import add_annotator
+from services.store.accounts import add_annotator
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
 from services.store.models import ModelTransition
@@ -60,7 +60,7 @@ def test_an_admin_promotes_and_rolls_back_from_the_pages(
     base, engine, admin, annotator = site
     page.goto(base + "/models/rm-a?lang=en")
     assert click(page, "chm_nobody") == "no active account has this token"
-    assert "not an admin" in click(page, annotator)
+    assert "needs the role admin; 张三 is annotator" in click(page, annotator)
     assert production(engine) is None
 
     with page.expect_navigation():  # the page reloads itself after a change

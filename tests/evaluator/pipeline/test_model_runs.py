@@ -23,6 +23,7 @@ import grpc
 import pytest
 from sqlalchemy import Engine, func, select
 
+from cheems.roles import OPERATOR
 from cheems.v1 import evaluation_pb2, evaluation_pb2_grpc, events_pb2, training_pb2
 from evaluator.pipeline.model_runs import ModelEvaluator, ModelRunsConfig
 from evaluator.pipeline.runs import run_message
@@ -32,14 +33,17 @@ from evaluator.server import EvaluationServicer, host
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import EventConsumer, Publisher
+from services.channels import open_channel
 from services.grpc_errors import REASON_KEY
 from services.hosting import HostConfig
 from services.scorer.runtime import ScorerServer
 from services.store import registry, repository
+from services.store.accounts import AccountBook
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
 from services.store.models import EvalRun
 from tests.evaluator.conftest import serving
+from tests.services.accounts import account
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
@@ -136,8 +140,9 @@ def test_start_run_of_a_registered_model_and_of_an_unknown_one(
 ) -> None:
     shutil.copy(HUMAN, tmp_path / "human.jsonl")
     model_id, publisher = registered_model(engine), Publisher(fresh_broker.bootstrap)
-    service = host(EvaluationServicer(engine, publisher, tmp_path), HostConfig(port=0)).start()
-    stub = evaluation_pb2_grpc.EvaluationServiceStub(channel := grpc.insecure_channel(f"127.0.0.1:{service.port}"))
+    service = host(EvaluationServicer(engine, publisher, tmp_path), HostConfig(port=0), AccountBook(engine)).start()
+    channel = open_channel(f"127.0.0.1:{service.port}", token=account(engine, "ops", OPERATOR))
+    stub = evaluation_pb2_grpc.EvaluationServiceStub(channel)
     request = evaluation_pb2.StartRunRequest(bench_files=["human.jsonl"], scorer_url="h:1", model_id=model_id)
     try:
         started = stub.StartRun(request, timeout=30)

@@ -13,6 +13,7 @@ import grpc
 import pytest
 from sqlalchemy import Engine, func, select
 
+from cheems.roles import ADMIN, ANNOTATOR
 from cheems.v1 import annotation_pb2 as pb
 from cheems.v1 import annotation_pb2_grpc, common_pb2
 from services.annotation.events import RelayConfig, RelayError
@@ -22,10 +23,13 @@ from services.annotation.service import AnnotationService
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import EventConsumer, Publisher
+from services.channels import open_channel
 from services.hosting import HostConfig
 from services.store import outbox, repository
+from services.store.accounts import AccountBook
 from services.store.db import session_scope
 from services.store.models import AnnotationTask, Prompt
+from tests.services.accounts import account, bearer
 
 FIVE = [(f"r{i}", f"第{i}个回答") for i in range(1, 6)]
 
@@ -66,9 +70,10 @@ def service(engine: Engine, publisher: Publisher) -> Iterator[AnnotationService]
 
 
 @pytest.fixture
-def stub(service: AnnotationService) -> Iterator[Any]:
-    grpc_host = servicer_host(service, HostConfig(port=0)).start()
-    with grpc.insecure_channel(f"127.0.0.1:{grpc_host.port}") as channel:
+def stub(service: AnnotationService, engine: Engine) -> Iterator[Any]:
+    """The service's stub; its calls come from an admin, or from the annotator `as_` names."""
+    grpc_host = servicer_host(service, HostConfig(port=0), AccountBook(engine)).start()
+    with open_channel(f"127.0.0.1:{grpc_host.port}", token=account(engine, "组长", ADMIN)) as channel:
         yield annotation_pb2_grpc.AnnotationServiceStub(channel)
     grpc_host.stop(0)
 
@@ -133,7 +138,7 @@ def test_list_tasks_gives_what_an_annotator_reads(stub: Any, service: Annotation
         annotation_id="a", prompt_id=people, task_id=done.task_id, annotator="张三", kind=pb.ANNOTATOR_KIND_HUMAN
     )
     submit.order.CopyFrom(order(*[[k] for k in done.response_ids]))
-    stub.SubmitAnnotation(submit, timeout=10)
+    stub.SubmitAnnotation(submit, timeout=10, metadata=bearer(account(engine, "张三", ANNOTATOR)))
     assert done.task_id not in {t.task.task_id for t in stub.ListTasks(pb.ListTasksRequest(), timeout=10).tasks}
     for request, code in [
         (pb.ListTasksRequest(limit=1001), grpc.StatusCode.INVALID_ARGUMENT),
@@ -170,14 +175,17 @@ def test_annotations_and_the_ranking_are_published_once(
                 discarded=[],
             )
         )
-    assert stub.SubmitAnnotation(requests[0], timeout=10).created
+    who = bearer(account(engine, "李四", ANNOTATOR))
+    assert stub.SubmitAnnotation(requests[0], timeout=10, metadata=who).created
     [(_, first)] = events(topics.ANNOTATIONS, {pid}, lambda found: len(found) >= 1)
     assert first.annotation.annotation_id == requests[0].annotation_id and first.annotation.task_id == tasks[0].task_id
     assert [list(g.ids) for g in first.annotation.order.groups] == [list(g.ids) for g in requests[0].order.groups]
     assert first.annotation.kind == pb.ANNOTATOR_KIND_HUMAN and first.header.producer == "annotation"
     for request in requests[1:]:
-        assert stub.SubmitAnnotation(request, timeout=10).created
-    assert not stub.SubmitAnnotation(requests[-1], timeout=10).created  # a replay: stores and announces nothing
+        assert stub.SubmitAnnotation(request, timeout=10, metadata=who).created
+    assert not stub.SubmitAnnotation(
+        requests[-1], timeout=10, metadata=who
+    ).created  # a replay: stores and announces nothing
     resolved = stub.Resolve(pb.ResolveRequest(prompt_id=pid), timeout=10)  # announces the same ranking again
     events(topics.RANKINGS, {pid}, lambda found: len(found) >= 2)  # Resolve's: whatever came before is out too
     rankings = [e for _, e in events(topics.RANKINGS, {pid})]

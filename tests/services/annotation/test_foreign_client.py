@@ -1,11 +1,12 @@
 """AnnotationService as a stranger's client calls it: message classes from server reflection, requests written as
-grpcurl's JSON, no deadline; and bytes no generated stub would send (invalid UTF-8, a lone surrogate, NUL), each
-refused with INVALID_ARGUMENT while the server serves on. SQLite and PostgreSQL."""
+grpcurl's JSON, no deadline, an operator's bearer token as grpcurl's -H sends it; and bytes no generated stub would
+send (invalid UTF-8, a lone surrogate, NUL), each refused with INVALID_ARGUMENT while the server serves on. SQLite
+and PostgreSQL."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 import pytest
@@ -13,25 +14,35 @@ from google.protobuf import descriptor_pool, json_format, message_factory
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 from sqlalchemy import Engine
 
+from cheems.roles import OPERATOR
 from services.annotation.server import host
 from services.annotation.service import AnnotationService
 from services.hosting import HostConfig
+from services.store.accounts import AccountBook
+from tests.services.accounts import account, bearer
 
 SERVICE = "cheems.v1.AnnotationService"
 RESPONSES = [(f"r{i}", f"第{i}个回答") for i in range(1, 6)]
 
 
+class Served(NamedTuple):
+    channel: grpc.Channel
+    service: AnnotationService
+    headers: list[tuple[str, str]]  # grpcurl -H 'authorization: Bearer TOKEN' (an operator's)
+
+
 @pytest.fixture
-def served(engine: Engine) -> Iterator[tuple[grpc.Channel, AnnotationService]]:
-    grpc_host = host(engine, HostConfig(port=0, host="127.0.0.1")).start()
+def served(engine: Engine) -> Iterator[Served]:
+    grpc_host = host(engine, HostConfig(port=0, host="127.0.0.1"), AccountBook(engine)).start()
     channel = grpc.insecure_channel(f"127.0.0.1:{grpc_host.port}")
-    yield channel, AnnotationService(engine)
+    yield Served(channel, AnnotationService(engine), bearer(account(engine, "ops", OPERATOR)))
     channel.close()
     grpc_host.stop(0)
 
 
-def list_tasks(channel: grpc.Channel, body: str) -> dict[str, Any]:
+def list_tasks(served: Served, body: str) -> dict[str, Any]:
     """ListTasks with the request as grpcurl -d takes it, classes from reflection, no deadline; the reply as JSON."""
+    channel = served.channel
     pool = descriptor_pool.DescriptorPool(ProtoReflectionDescriptorDatabase(channel))
     method = pool.FindServiceByName(SERVICE).methods_by_name["ListTasks"]
     request = json_format.Parse(body, message_factory.GetMessageClass(method.input_type)())
@@ -41,18 +52,16 @@ def list_tasks(channel: grpc.Channel, body: str) -> dict[str, Any]:
         request_serializer=lambda m: m.SerializeToString(),
         response_deserializer=reply_class.FromString,
     )
-    return json_format.MessageToDict(call(request))  # no timeout=
+    return json_format.MessageToDict(call(request, metadata=served.headers))  # no timeout=
 
 
-def test_list_tasks_for_an_annotator_from_json_without_a_deadline(
-    served: tuple[grpc.Channel, AnnotationService],
-) -> None:
-    channel, service = served
+def test_list_tasks_for_an_annotator_from_json_without_a_deadline(served: Served) -> None:
+    service = served.service
     prompt, tasks = service.take_sample("", "比较这五个回答", RESPONSES, ["推理"], None, "test", [], 3)
     service.submit("a1", prompt, "甲", "human", {"order": [[k] for k in tasks[0][1]]}, [], tasks[0][0])
-    assert len(list_tasks(channel, '{"groupSize": 3}')["tasks"]) == 4
-    assert list_tasks(channel, '{"groupSize": 3, "annotator": "甲"}') == {}  # 甲 did a triple of the only prompt
-    assert len(list_tasks(channel, '{"group_size": 3, "annotator": "乙"}')["tasks"]) == 4
+    assert len(list_tasks(served, '{"groupSize": 3}')["tasks"]) == 4
+    assert list_tasks(served, '{"groupSize": 3, "annotator": "甲"}') == {}  # 甲 did a triple of the only prompt
+    assert len(list_tasks(served, '{"group_size": 3, "annotator": "乙"}')["tasks"]) == 4
 
 
 @pytest.mark.parametrize(
@@ -63,14 +72,11 @@ def test_list_tasks_for_an_annotator_from_json_without_a_deadline(
         (b'"\x03a\x00b', "annotator: contains a NUL character"),  # valid UTF-8; PostgreSQL cannot compare it
     ],
 )
-def test_bytes_a_stub_would_not_send_are_invalid_argument(
-    served: tuple[grpc.Channel, AnnotationService], raw: bytes, says: str
-) -> None:
-    channel, _ = served
-    call = channel.unary_unary(
+def test_bytes_a_stub_would_not_send_are_invalid_argument(served: Served, raw: bytes, says: str) -> None:
+    call = served.channel.unary_unary(
         f"/{SERVICE}/ListTasks", request_serializer=lambda b: b, response_deserializer=lambda b: b
     )
     with pytest.raises(grpc.RpcError) as info:
-        call(raw)
+        call(raw, metadata=served.headers)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and says in (info.value.details() or "")
-    assert list_tasks(channel, "{}") == {}  # and it serves on
+    assert list_tasks(served, "{}") == {}  # and it serves on

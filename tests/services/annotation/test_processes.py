@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from cheems.credentials import read_secret
 from cheems.formats.cheemsbench import BenchItem, write_bench
 from cheems.formats.responses import Response
+from cheems.roles import ANNOTATOR
 from services.annotation.algorithm.protocol import triple_tasks
 from services.annotation.server import SERVICE
 from services.annotation.simulation.annotators import SimulationConfig, simulate_humans
@@ -30,6 +32,7 @@ from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
 from services.store.models import AnnotationTask, Ranking
 from services.store.validate import prompt_id_for
+from system.accounts import provision
 from tests.services.processes import CHEEMS, wait_for
 from tests.services.processes import Service as Process
 
@@ -101,7 +104,11 @@ def test_a_killed_annotation_service_restarts_with_the_same_tasks_and_rankings(
     first = start(*args, "--human-sources", "open*", "--intake-delay", "1.0")
     first.wait_serving(port, ["", SERVICE, LIVENESS])
     wait_for(lambda: counts(db_url, pids)[0] >= 3, "the first prompts' tasks", alive=first)
-    done = simulate_humans(f"127.0.0.1:{port}", bench, SimulationConfig(annotators=4, noise=0.0))  # 4 triples: 4 people
+    people = provision(db_url, tmp_path / "people", {f"sim-{n}": ANNOTATOR for n in range(1, 5)})  # token files
+    accounts = [(name, read_secret(path)) for name, path in people.items()]
+    done = simulate_humans(  # 4 triples: 4 people
+        f"127.0.0.1:{port}", bench, SimulationConfig(annotators=4, noise=0.0), accounts
+    )
     first.process.send_signal(signal.SIGKILL)
     first.process.wait(timeout=30)
     prompts, _, ranked = counts(db_url, pids)
@@ -111,6 +118,7 @@ def test_a_killed_annotation_service_restarts_with_the_same_tasks_and_rankings(
     second.wait_serving(port, ["", SERVICE, LIVENESS])
     wait_for(lambda: counts(db_url, pids)[0] == len(bench), "every prompt's tasks", alive=second)
     humans = ["annotate", "simulate-humans", "--annotation-url", f"127.0.0.1:{port}", "--annotators", "4"]
+    humans += ["--token-dir", str(tmp_path / "people")]
     run = subprocess.run(
         [*CHEEMS, *humans, "--bench", str(tmp_path / "bench.jsonl"), "--noise", "0"],
         capture_output=True,

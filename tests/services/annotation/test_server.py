@@ -1,30 +1,45 @@
-"""gRPC AnnotationService over a real server, on SQLite and PostgreSQL: tasks, annotations, resolve, errors."""
+"""gRPC AnnotationService over a real server, on SQLite and PostgreSQL: tasks, annotations, resolve, errors; each
+annotation sent by the account it is stored under (an admin's channel for the rest)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 from sqlalchemy import Engine, func, select
 
+from cheems.roles import ADMIN, ANNOTATOR, SERVICE
 from cheems.v1 import annotation_pb2 as pb
 from cheems.v1 import annotation_pb2_grpc
 from services.annotation.server import host
+from services.channels import open_channel
 from services.hosting import HostConfig
 from services.store import repository
+from services.store.accounts import AccountBook
 from services.store.db import session_scope
 from services.store.models import Annotation, Ranking
+from tests.services.accounts import bearer
 
 RESPONSES = [(f"r{i}", f"第{i}个回答") for i in range(1, 6)]
 
 
 @pytest.fixture
-def stub(engine: Engine) -> Iterator[Any]:
-    grpc_host = host(engine, HostConfig(port=0, host="127.0.0.1")).start()
-    yield annotation_pb2_grpc.AnnotationServiceStub(grpc.insecure_channel(f"127.0.0.1:{grpc_host.port}"))
+def stub(engine: Engine, account: Callable[[str, str], str]) -> Iterator[Any]:
+    """The service's stub on an admin's channel."""
+    grpc_host = host(engine, HostConfig(port=0, host="127.0.0.1"), AccountBook(engine)).start()
+    channel = open_channel(f"127.0.0.1:{grpc_host.port}", token=account("组长", ADMIN))
+    yield annotation_pb2_grpc.AnnotationServiceStub(channel)
+    channel.close()
     grpc_host.stop(0)
+
+
+@pytest.fixture
+def as_(account: Callable[[str, str], str]) -> Callable[..., list[tuple[str, str]]]:
+    """as_(name, role=ANNOTATOR) -> the metadata of a call from that account."""
+    return lambda name, role=ANNOTATOR: bearer(account(name, role))
 
 
 @pytest.fixture
@@ -49,7 +64,7 @@ def status(call: Any) -> tuple[grpc.StatusCode, str]:
     return info.value.code(), info.value.details()
 
 
-def test_triple_protocol_resolve_and_fetch(stub: Any, prompt: str, engine: Engine) -> None:
+def test_triple_protocol_resolve_and_fetch(stub: Any, as_: Any, prompt: str, engine: Engine) -> None:
     tasks = stub.CreateTasks(pb.CreateTasksRequest(prompt_id=prompt, group_size=3), timeout=10).tasks
     assert [list(t.response_ids) for t in tasks] == [
         ["r1", "r2", "r3"],
@@ -69,13 +84,13 @@ def test_triple_protocol_resolve_and_fetch(stub: Any, prompt: str, engine: Engin
             kind=pb.ANNOTATOR_KIND_HUMAN,
             order=order(*[[k] for k in ranked]),
         )
-        assert stub.SubmitAnnotation(request, timeout=10).created
+        assert stub.SubmitAnnotation(request, timeout=10, metadata=as_("张三")).created
     resolved = stub.Resolve(pb.ResolveRequest(prompt_id=prompt), timeout=10)
     assert dict(resolved.ranking.rank) == truth and resolved.conflicts == 0
     assert dict(stub.GetRanking(pb.GetRankingRequest(prompt_id=prompt), timeout=10).rank) == truth
 
 
-def test_list_tasks_for_an_annotator_leaves_out_the_prompts_they_annotated(stub: Any, prompt: str) -> None:
+def test_list_tasks_for_an_annotator_leaves_out_the_prompts_they_annotated(stub: Any, as_: Any, prompt: str) -> None:
     def listed(annotator: str = "") -> list[str]:
         request = pb.ListTasksRequest(group_size=3, annotator=annotator)
         return [t.task.task_id for t in stub.ListTasks(request, timeout=10).tasks]
@@ -91,14 +106,16 @@ def test_list_tasks_for_an_annotator_leaves_out_the_prompts_they_annotated(stub:
         kind=pb.ANNOTATOR_KIND_HUMAN,
         order=order(["r1", "r2"], ["r3"]),
     )
-    assert stub.SubmitAnnotation(request, timeout=10).created
+    assert stub.SubmitAnnotation(request, timeout=10, metadata=as_("甲")).created
     assert listed("甲") == []  # only triples of a prompt 甲 annotated are open: none for 甲
     assert listed("乙") == listed() == others
+    own = stub.ListTasks(pb.ListTasksRequest(group_size=3), timeout=10, metadata=as_("甲"))  # 甲's own: none
+    assert list(own.tasks) == []
     code, details = status(lambda: stub.ListTasks(pb.ListTasksRequest(annotator="x" * 200), timeout=10))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "annotator" in details
 
 
-def test_ai_pairs_with_a_conflict_are_merged(stub: Any, prompt: str) -> None:
+def test_ai_pairs_with_a_conflict_are_merged(stub: Any, as_: Any, prompt: str) -> None:
     verdicts = [
         ("r1", "r2", pb.VERDICT_A_BETTER),
         ("r2", "r3", pb.VERDICT_A_BETTER),
@@ -113,14 +130,14 @@ def test_ai_pairs_with_a_conflict_are_merged(stub: Any, prompt: str) -> None:
             kind=pb.ANNOTATOR_KIND_AI,
             pair=pb.PairResult(a=a, b=b, verdict=verdict),
         )
-        stub.SubmitAnnotation(request, timeout=10)
+        stub.SubmitAnnotation(request, timeout=10, metadata=as_("judge-worker", SERVICE))
     resolved = stub.Resolve(pb.ResolveRequest(prompt_id=prompt), timeout=10)
     rank = dict(resolved.ranking.rank)
     assert rank["r1"] == rank["r2"] == rank["r3"] and rank["r4"] == rank["r5"]
     assert resolved.conflicts == 3 and resolved.merged_nodes == 2
 
 
-def test_resubmitting_is_idempotent(stub: Any, prompt: str, engine: Engine) -> None:
+def test_resubmitting_is_idempotent(stub: Any, as_: Any, prompt: str, engine: Engine) -> None:
     request = pb.Annotation(
         annotation_id="same",
         prompt_id=prompt,
@@ -128,12 +145,15 @@ def test_resubmitting_is_idempotent(stub: Any, prompt: str, engine: Engine) -> N
         kind=pb.ANNOTATOR_KIND_HUMAN,
         pair=pb.PairResult(a="r1", b="r2", verdict=pb.VERDICT_A_BETTER),
     )
-    assert stub.SubmitAnnotation(request, timeout=10).created
-    assert not stub.SubmitAnnotation(request, timeout=10).created
+    who = as_("李四")
+    assert stub.SubmitAnnotation(request, timeout=10, metadata=who).created
+    assert not stub.SubmitAnnotation(request, timeout=10, metadata=who).created
     assert count(engine, Annotation) == 1
 
 
-def test_bad_input_gets_a_status_and_stores_nothing(stub: Any, prompt: str, engine: Engine) -> None:
+def test_bad_input_gets_a_status_and_stores_nothing(stub: Any, as_: Any, prompt: str, engine: Engine) -> None:
+    who = as_("王五")
+
     def submit(**fields: Any) -> tuple[grpc.StatusCode, str]:
         base: dict[str, Any] = {
             "annotation_id": "x",
@@ -141,7 +161,7 @@ def test_bad_input_gets_a_status_and_stores_nothing(stub: Any, prompt: str, engi
             "annotator": "王五",
             "kind": pb.ANNOTATOR_KIND_HUMAN,
         }
-        return status(lambda: stub.SubmitAnnotation(pb.Annotation(**{**base, **fields}), timeout=10))
+        return status(lambda: stub.SubmitAnnotation(pb.Annotation(**{**base, **fields}), timeout=10, metadata=who))
 
     assert submit(pair=pb.PairResult(a="r1", b="r9", verdict=pb.VERDICT_A_BETTER)) == (
         grpc.StatusCode.INVALID_ARGUMENT,
@@ -166,6 +186,7 @@ def test_bad_input_gets_a_status_and_stores_nothing(stub: Any, prompt: str, engi
             order=done,
         ),
         timeout=10,
+        metadata=who,
     )
     code, _ = submit(annotation_id="t2", task_id=task.task_id, order=done)
     assert code == grpc.StatusCode.FAILED_PRECONDITION  # the task is completed
@@ -178,7 +199,9 @@ def test_bad_input_gets_a_status_and_stores_nothing(stub: Any, prompt: str, engi
     assert count(engine, Ranking) == 0
 
 
-def test_export_writes_files_the_evaluator_and_trainer_read(stub: Any, prompt: str, engine: Engine, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_export_writes_files_the_evaluator_and_trainer_read(
+    stub: Any, as_: Any, prompt: str, engine: Engine, tmp_path: Path
+) -> None:
     from cheems.formats.cheemsbench import read_bench
     from services.store.models import Export
     from trainer.data import read_groups
@@ -193,6 +216,7 @@ def test_export_writes_files_the_evaluator_and_trainer_read(stub: Any, prompt: s
                 pair=pb.PairResult(a=a, b=b, verdict=pb.VERDICT_A_BETTER),
             ),
             timeout=10,
+            metadata=as_("赵六"),
         )
     stub.Resolve(pb.ResolveRequest(prompt_id=prompt), timeout=10)
     bench = stub.Export(pb.ExportRequest(kind="bench", path=str(tmp_path / "b.jsonl")), timeout=10)
@@ -207,3 +231,31 @@ def test_export_writes_files_the_evaluator_and_trainer_read(stub: Any, prompt: s
     assert status(lambda: stub.Export(pb.ExportRequest(kind="csv", path=str(tmp_path / "x")), timeout=10))[0] == (
         grpc.StatusCode.INVALID_ARGUMENT
     )
+
+
+def test_an_annotation_is_the_senders_and_a_service_submits_ai_ones_only(
+    stub: Any, as_: Any, prompt: str, engine: Engine
+) -> None:
+    def submit(who: list[tuple[str, str]], n: int, **fields: Any) -> tuple[grpc.StatusCode, str] | bool:
+        base: dict[str, Any] = {"annotation_id": f"f{n}", "prompt_id": prompt, "kind": pb.ANNOTATOR_KIND_HUMAN}
+        request = pb.Annotation(**{**base, **fields}, pair=pb.PairResult(a="r1", b="r2", verdict=pb.VERDICT_A_BETTER))
+        try:
+            return bool(stub.SubmitAnnotation(request, timeout=10, metadata=who).created)
+        except grpc.RpcError as e:
+            return e.code(), e.details()
+
+    alice, judge = as_("alice"), as_("judge-worker", SERVICE)
+    code, details = submit(as_("mallory"), 1, annotator="alice")  # type: ignore[misc]
+    assert code == grpc.StatusCode.PERMISSION_DENIED and "in the name of 'alice'" in details
+    code, details = submit(judge, 2, annotator="alice")  # type: ignore[misc]
+    assert code == grpc.StatusCode.PERMISSION_DENIED and "service account" in details
+    code, details = submit(alice, 3, kind=pb.ANNOTATOR_KIND_AI, annotator="gpt")  # type: ignore[misc]
+    assert code == grpc.StatusCode.PERMISSION_DENIED and "AI annotations come from service accounts" in details
+    assert count(engine, Annotation) == 0
+    assert submit(alice, 4) is True  # no annotator named: the sender
+    assert submit(judge, 5, kind=pb.ANNOTATOR_KIND_AI, annotator="qwen-judge") is True
+    with session_scope(engine) as session:
+        stored = {a.id: (a.annotator, a.kind) for a in session.query(Annotation)}
+    assert stored == {"f4": ("alice", "human"), "f5": ("qwen-judge", "ai")}
+    code, details = status(lambda: stub.ListTasks(pb.ListTasksRequest(annotator="bob"), timeout=10, metadata=alice))
+    assert code == grpc.StatusCode.PERMISSION_DENIED and "only their own tasks" in details

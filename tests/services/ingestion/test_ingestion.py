@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,14 +15,17 @@ import grpc
 import pytest
 from sqlalchemy import Engine, func, select
 
+from cheems.roles import OPERATOR
 from cheems.v1 import common_pb2, events_pb2, ingestion_pb2, ingestion_pb2_grpc
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import EventConsumer, Publisher
+from services.channels import open_channel
 from services.hosting import HostConfig
 from services.ingestion.records import Parsed, read_samples
 from services.ingestion.server import host
 from services.ingestion.service import IngestionService
+from services.store.accounts import AccountBook
 from services.store.db import session_scope
 from services.store.models import Prompt, Response
 
@@ -117,11 +121,12 @@ def test_samples_events_on_the_broker(engine: Engine) -> None:
     assert all(e.header.producer == "ingestion" and e.sample.prompt_id for e in seen)
 
 
-def test_grpc_stream_and_get_sample(engine: Engine) -> None:
-    grpc_host = host(IngestionService(engine), HostConfig(port=0, host="127.0.0.1")).start()
+def test_grpc_stream_and_get_sample(engine: Engine, account: Callable[[str, str], str]) -> None:
+    grpc_host = host(IngestionService(engine), HostConfig(port=0, host="127.0.0.1"), AccountBook(engine)).start()
     port = grpc_host.port
     try:
-        stub = ingestion_pb2_grpc.IngestionServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+        channel = open_channel(f"127.0.0.1:{port}", token=account("etl", OPERATOR))
+        stub = ingestion_pb2_grpc.IngestionServiceStub(channel)
         good = common_pb2.Sample(
             prompt="你好", responses=[common_pb2.Response(id="r1", content="好")], category=["理解"]
         )

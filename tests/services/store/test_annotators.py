@@ -1,6 +1,6 @@
-"""Annotator accounts and task claims in the store (SQLite and PostgreSQL): tokens kept hashed, one holder per
-task, the annotator's own task first, a lease after which a task may go to someone else, a prompt's triples to
-different annotators, and the two annotations of a doubled triple."""
+"""Task claims in the store (SQLite and PostgreSQL): one holder per task, the annotator's own task first, a lease
+after which a task may go to someone else, a prompt's triples to different annotators, and the two annotations of
+a doubled triple. The accounts themselves: test_accounts.py."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from services.store import annotators as accounts
+from services.store import annotators as queue
 from services.store import repository as repo
+from services.store.accounts import add_annotator
 from services.store.db import session_scope
-from services.store.errors import Conflict, InvalidRecord, UnknownAnnotator
-from services.store.models import AnnotationTask, Annotator
+from services.store.errors import InvalidRecord
+from services.store.models import AnnotationTask
 from services.store.tasks import open_tasks
 from services.store.validate import task_id_for
 
@@ -22,62 +23,34 @@ NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 LEASE = timedelta(minutes=30)
 
 
-def test_accounts_keep_only_the_token_hash(engine: Engine) -> None:
-    with session_scope(engine) as s:
-        token = accounts.add_annotator(s, "张三")
-        admin = accounts.add_annotator(s, "组长", admin=True)
-    with session_scope(engine) as s:
-        stored = s.get(Annotator, "张三")
-        assert stored is not None and stored.token_sha256 == accounts.hash_token(token) != token
-        found = accounts.annotator_by_token(s, token)
-        assert found is not None and (found.name, found.admin) == ("张三", False)
-        boss = accounts.annotator_by_token(s, admin)
-        assert boss is not None and boss.admin
-        assert accounts.annotator_by_token(s, token + "x") is None
-        with pytest.raises(Conflict, match="already exists"):
-            accounts.add_annotator(s, "张三")
-        with pytest.raises(InvalidRecord, match="name"):
-            accounts.add_annotator(s, "")
-    with session_scope(engine) as s:
-        new = accounts.reset_token(s, "张三")
-    with session_scope(engine) as s:
-        assert accounts.annotator_by_token(s, token) is None and accounts.annotator_by_token(s, new) is not None
-        accounts.disable(s, "张三")
-    with session_scope(engine) as s:
-        assert accounts.annotator_by_token(s, new) is None
-        assert [p.name for p in accounts.list_annotators(s)] == ["张三", "组长"]
-        with pytest.raises(UnknownAnnotator):
-            accounts.reset_token(s, "nobody")
-
-
 def test_claims_give_each_task_to_one_annotator_until_the_lease_ends(engine: Engine, prompt_id: str) -> None:
     with session_scope(engine) as s:
         for name in ("甲", "乙"):
-            accounts.add_annotator(s, name)
+            add_annotator(s, name)
         other = repo.add_sample(s, "第二个问题", [("a", "一"), ("b", "二"), ("c", "三")], ["测试"])[0]
         [first] = repo.create_tasks(s, prompt_id, [["r1", "r2", "r3"]], "triple")
         [second] = repo.create_tasks(s, other, [["a", "b", "c"]], "triple")
         repo.create_tasks(s, other, [["a", "b"]], "pair")  # pairs are the AI judge's, never claimed here
     with session_scope(engine) as s:
-        mine = accounts.claim_next(s, "甲", NOW, LEASE)
+        mine = queue.claim_next(s, "甲", NOW, LEASE)
         assert mine is not None and mine.task.id == first and mine.contents["r1"].startswith("奖励模型")
-        theirs = accounts.claim_next(s, "乙", NOW, LEASE)
+        theirs = queue.claim_next(s, "乙", NOW, LEASE)
         assert theirs is not None and theirs.task.id == second
-        assert accounts.claim_next(s, "乙", NOW, LEASE).task.id == second  # type: ignore[union-attr]  # theirs again
-        assert accounts.queue_size(s, NOW, LEASE) == (2, 0)
-        assert accounts.open_claims(s) == {"甲": 1, "乙": 1}
+        assert queue.claim_next(s, "乙", NOW, LEASE).task.id == second  # type: ignore[union-attr]  # theirs again
+        assert queue.queue_size(s, NOW, LEASE) == (2, 0)
+        assert queue.open_claims(s) == {"甲": 1, "乙": 1}
     with session_scope(engine) as s:
         repo.complete_task(s, second)
     with session_scope(engine) as s:
-        assert accounts.claim_next(s, "乙", NOW + LEASE / 2, LEASE) is None  # 甲 still holds the other
+        assert queue.claim_next(s, "乙", NOW + LEASE / 2, LEASE) is None  # 甲 still holds the other
         later = NOW + LEASE + timedelta(seconds=1)
-        assert accounts.queue_size(s, later, LEASE) == (1, 1)
-        taken = accounts.claim_next(s, "乙", later, LEASE)
+        assert queue.queue_size(s, later, LEASE) == (1, 1)
+        taken = queue.claim_next(s, "乙", later, LEASE)
         assert taken is not None and taken.task.id == first
-        assert accounts.holder(s, first) == "乙" and accounts.ever_held(s, first, "甲")
-        assert not accounts.ever_held(s, second, "甲")
-        assert accounts.claim_next(s, "甲", later, LEASE) is None  # no longer theirs, nothing free
-        assert accounts.open_claims(s) == {"乙": 1}
+        assert queue.holder(s, first) == "乙" and queue.ever_held(s, first, "甲")
+        assert not queue.ever_held(s, second, "甲")
+        assert queue.claim_next(s, "甲", later, LEASE) is None  # no longer theirs, nothing free
+        assert queue.open_claims(s) == {"乙": 1}
 
 
 FOUR = [("r1", "一"), ("r2", "二"), ("r3", "三"), ("r4", "四")]
@@ -95,29 +68,29 @@ def annotate(s: Session, task_id: str, name: str, kind: str = "human") -> None:
 def test_no_annotator_gets_two_triples_of_a_prompt_they_annotated_or_hold(engine: Engine) -> None:
     with session_scope(engine) as s:
         for name in ("甲", "乙", "丙"):
-            accounts.add_annotator(s, name)
+            add_annotator(s, name)
         prompt = repo.add_sample(s, "四个回答的题", FOUR, ["测试"])[0]
         tasks = repo.create_tasks(s, prompt, TRIPLES, "triple")
     with session_scope(engine) as s:
-        first = accounts.claim_next(s, "甲", NOW, LEASE)
+        first = queue.claim_next(s, "甲", NOW, LEASE)
         assert first is not None and first.task.prompt_id == prompt
-        assert accounts.withheld(s, "甲", NOW, LEASE) == 3  # the prompt's other triples: for others
+        assert queue.withheld(s, "甲", NOW, LEASE) == 3  # the prompt's other triples: for others
         assert {q.task.id for q in open_tasks(s, annotator="甲")} == set()  # holds one: none listed either
         assert len(open_tasks(s, annotator="乙")) == 4 and len(open_tasks(s)) == 4
         annotate(s, first.task.id, "甲")
         later = repo.add_sample(s, "后来的题", FOUR[:3], ["测试"])[0]
         [other] = repo.create_tasks(s, later, [["r1", "r2", "r3"]], "triple")
     with session_scope(engine) as s:
-        assert accounts.claim_next(s, "甲", NOW, LEASE).task.id == other  # type: ignore[union-attr]  # not the older
+        assert queue.claim_next(s, "甲", NOW, LEASE).task.id == other  # type: ignore[union-attr]  # not the older
         annotate(s, other, "甲")
-        assert accounts.claim_next(s, "甲", NOW, LEASE) is None and accounts.withheld(s, "甲", NOW, LEASE) == 3
+        assert queue.claim_next(s, "甲", NOW, LEASE) is None and queue.withheld(s, "甲", NOW, LEASE) == 3
         assert open_tasks(s, annotator="甲") == []  # gRPC ListTasks: an empty list
-        second = accounts.claim_next(s, "乙", NOW, LEASE)
+        second = queue.claim_next(s, "乙", NOW, LEASE)
         assert second is not None and second.task.id in tasks and second.task.id != first.task.id
     later_on = NOW + LEASE + timedelta(seconds=1)
     with session_scope(engine) as s:  # 乙's lease ran out and 丙 took the task: 乙 holds none of the prompt now
-        assert accounts.claim_next(s, "丙", later_on, LEASE).task.id == second.task.id  # type: ignore[union-attr]
-        third = accounts.claim_next(s, "乙", later_on, LEASE)
+        assert queue.claim_next(s, "丙", later_on, LEASE).task.id == second.task.id  # type: ignore[union-attr]
+        third = queue.claim_next(s, "乙", later_on, LEASE)
         assert third is not None and third.task.prompt_id == prompt and third.task.id != second.task.id
         annotate(s, third.task.id, "丁", kind="ai")  # an AI judgment under a name binds nobody
         assert {q.task.id for q in open_tasks(s, annotator="丁")} == set(tasks) - {first.task.id, third.task.id}
@@ -140,8 +113,8 @@ def test_a_doubled_triple_has_its_own_id_and_its_two_annotations_are_paired(engi
         [alone, _] = repo.create_tasks(s, other, [keys], "triple") + repo.create_tasks(s, other, [keys], "triple", 1)
         annotate(s, alone, "丙")  # its copy is still open: not paired yet
         annotate(s, copy, "乙")
-        assert accounts.doubled_annotations(s) == []
+        assert queue.doubled_annotations(s) == []
         annotate(s, original, "甲")
     with session_scope(engine) as s:
-        [(a, b)] = accounts.doubled_annotations(s)
+        [(a, b)] = queue.doubled_annotations(s)
         assert (a.annotator, a.task_id, b.annotator, b.task_id) == ("甲", original, "乙", copy)

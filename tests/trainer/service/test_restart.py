@@ -10,18 +10,21 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 from sqlalchemy import Engine
 
+from cheems.roles import OPERATOR
 from cheems.v1 import training_pb2, training_pb2_grpc
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
-from services.store.db import StoreConfig, create_engine_for
+from services.channels import open_channel
+from services.store.accounts import add_account
+from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
 from tests.conftest import _postgres_schema
 from tests.trainer.conftest import read_events, seed_sample
@@ -62,7 +65,9 @@ class ServiceProcess:
                 break
         else:
             raise AssertionError("the service did not start:\n" + "".join(self.output))
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+        with session_scope(create_engine_for(StoreConfig(db_url))) as session:  # an operator's token
+            token = add_account(session, f"ops-{uuid.uuid4().hex[:6]}", OPERATOR)
+        self.channel = open_channel(f"127.0.0.1:{self.port}", token=token)
         self.stub = training_pb2_grpc.TrainingServiceStub(self.channel)
 
     def get(self, training_id: str) -> Any:

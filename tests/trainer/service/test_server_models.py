@@ -13,12 +13,15 @@ import grpc
 import pytest
 from sqlalchemy import Engine
 
+from cheems.roles import ADMIN
 from cheems.v1 import training_pb2, training_pb2_grpc
 from services.annotation.events import EventRelay
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
+from services.channels import open_channel
 from services.hosting import HostConfig
+from services.store.accounts import AccountBook
 from tests.trainer.conftest import read_events
 from trainer.service.config import TrainingConfig
 from trainer.service.launchers.local import LocalLauncher
@@ -29,11 +32,12 @@ Code = grpc.StatusCode
 
 
 @pytest.fixture
-def stub(engine: Engine, tmp_path: Path) -> Iterator[Any]:
+def stub(engine: Engine, tmp_path: Path, account: Callable[[str, str], str]) -> Iterator[Any]:
+    """The service's stub on the channel of ann, an admin."""
     service = TrainingService(engine, TrainingConfig(data_dir=str(tmp_path)), LocalLauncher())
-    grpc_host = host(service, HostConfig(port=0)).start()
+    grpc_host = host(service, HostConfig(port=0), AccountBook(engine)).start()
     try:
-        with grpc.insecure_channel(f"127.0.0.1:{grpc_host.port}") as channel:
+        with open_channel(f"127.0.0.1:{grpc_host.port}", token=account("ann", ADMIN)) as channel:
             yield training_pb2_grpc.TrainingServiceStub(channel)
     finally:
         grpc_host.stop()
@@ -67,7 +71,8 @@ def test_register_promote_rollback_reject_over_grpc_each_step_announced(
     promoted = stub.PromoteModel(training_pb2.PromoteModelRequest(model_id=a_id, actor="ann", reason="first"))
     assert [(c.model_id, c.action, c.actor) for c in promoted.changes] == [(a_id, "promoted", "person:ann")]
     assert promoted.production == a_id
-    second = stub.PromoteModel(training_pb2.PromoteModelRequest(model_id=b_id, actor="policy:auto"))
+    second = stub.PromoteModel(training_pb2.PromoteModelRequest(model_id=b_id, actor="policy:auto"))  # ignored
+    assert {c.actor for c in second.changes} == {"person:ann"}  # the caller, whatever the request says
     assert [(c.model_id, c.to_state) for c in second.changes] == [(a_id, "evaluated"), (b_id, "production")]
     back = stub.RollbackModel(training_pb2.RollbackModelRequest(actor="ann", reason="rewards drifted"))
     assert back.production == a_id and back.changes[-1].reason == "rewards drifted"

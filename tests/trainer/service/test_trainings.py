@@ -13,14 +13,18 @@ import pytest
 from google.protobuf import json_format
 from sqlalchemy import Engine
 
+from cheems.roles import OPERATOR
 from cheems.v1 import events_pb2, training_pb2, training_pb2_grpc
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
+from services.channels import open_channel
 from services.hosting import HostConfig
 from services.store import registry
+from services.store.accounts import AccountBook
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
+from tests.services.accounts import account
 from tests.trainer.conftest import SAMPLE_HUMAN, read_events, seed_sample
 from trainer.datasets.build import NoSupervisor
 from trainer.service.auto import AutoTrainer
@@ -68,9 +72,10 @@ def service(
 
 
 @pytest.fixture(scope="module")
-def stub(service: TrainingService) -> Iterator[Any]:
-    grpc_host = host(service, HostConfig(port=0)).start()
-    with grpc.insecure_channel(f"127.0.0.1:{grpc_host.port}") as channel:
+def stub(service: TrainingService, engine: Engine) -> Iterator[Any]:
+    """The service's stub on the channel of an operator, ops."""
+    grpc_host = host(service, HostConfig(port=0), AccountBook(engine)).start()
+    with open_channel(f"127.0.0.1:{grpc_host.port}", token=account(engine, "ops", OPERATOR)) as channel:
         yield training_pb2_grpc.TrainingServiceStub(channel)
     grpc_host.stop(0)
 
@@ -90,6 +95,7 @@ def test_start_training_trains_records_progress_and_registers_the_model(
     overrides = {**FAST, "eval_files": small_bench}
     started = stub.StartTraining(training_pb2.StartTrainingRequest(dataset_recipe="human", overrides=overrides))
     assert started.state == State.TRAINING_STATE_RUNNING and started.launcher == "local"
+    assert started.requested_by == "person:ops"  # the caller's account
     assert started.out_dir == str(service.data_dir / "trainings" / started.training_id)
     request = training_pb2.GetTrainingRequest(training_id=started.training_id)
     done = wait_for(lambda: (t := stub.GetTraining(request)).state != State.TRAINING_STATE_RUNNING and t)

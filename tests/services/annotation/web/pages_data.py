@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from services.annotation.service import AnnotationService
-from services.store import annotators
+from services.store import accounts
 from services.store.db import session_scope
 
 RESPONSES = [
@@ -34,9 +34,9 @@ def add_prompt(
 def add_people(service: AnnotationService, *names: str, admin: str = "") -> dict[str, str]:
     """{name: token} of new accounts (`admin`, when given, is an admin)."""
     with session_scope(service.engine) as session:
-        tokens = {name: annotators.add_annotator(session, name) for name in names}
+        tokens = {name: accounts.add_annotator(session, name) for name in names}
         if admin:
-            tokens[admin] = annotators.add_annotator(session, admin, admin=True)
+            tokens[admin] = accounts.add_annotator(session, admin, admin=True)
     return tokens
 
 

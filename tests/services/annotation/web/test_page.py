@@ -19,7 +19,7 @@ from sqlalchemy import Engine, select
 from services.annotation.service import AnnotationService
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
-from services.store import annotators, repository
+from services.store import accounts, repository
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
 from services.store.models import Annotation
@@ -79,7 +79,7 @@ def wait_for_page(process: Service, timeout: float = 60.0) -> str:
 
 def person(site: Site, name: str, admin: bool = False) -> str:
     with session_scope(site.engine) as session:
-        return annotators.add_annotator(session, name, admin)
+        return accounts.add_annotator(session, name, admin)
 
 
 def sign_in(page: Any, site: Site, token: str, path: str = "/annotate") -> None:

@@ -1,0 +1,126 @@
+"""Accounts: a name, a role (`cheems.roles`) and a token the store keeps only as its sha256.
+
+with session_scope(engine) as s:
+    token = add_account(s, "etl", OPERATOR)           # shown once; the store keeps its sha256
+    add_account(s, "eval-worker", SERVICE, token)     # a token made elsewhere (a Kubernetes Secret's)
+    token = reset_token(s, "etl")                     # the old one stops working
+    disable(s, "etl")                                 # refused at the next call
+    account_by_token(s, token)                        # the active account, or None
+
+    callers = AccountBook(engine)                     # what a service checks each call's bearer token with
+    callers(token)                                    # Caller("etl", "operator") or None
+
+Tokens are 256 random bits (`new_token`), so a plain sha256 cannot be reversed, and looking one up by its hash
+leaks nothing a timing could use: the database compares hashes, never tokens, and a hash's prefix says nothing
+of the token. Nothing here logs a token. Every lookup reads the store, so a disabled or reset account is
+refused at its next call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from cheems.roles import ADMIN, ANNOTATOR, ROLES, Caller
+from services.store import validate as v
+from services.store.db import session_scope
+from services.store.errors import Conflict, InvalidRecord, UnknownAnnotator
+from services.store.models import Annotator
+
+TOKEN_PREFIX = "chm_"
+MIN_TOKEN = 16  # characters of a token made elsewhere (`openssl rand -hex 32` gives 64)
+
+
+def hash_token(token: str) -> str:
+    """The stored form of a token."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def new_token() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def check_role(role: str) -> str:
+    if role not in ROLES:
+        raise InvalidRecord(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+    return role
+
+
+def check_token(token: str) -> str:
+    """A token made elsewhere: long enough to guess never, one line (the message never shows it)."""
+    if len(token) < MIN_TOKEN or any(c.isspace() for c in token) or not token.isprintable():
+        raise InvalidRecord(f"a token needs at least {MIN_TOKEN} printable characters and no spaces")
+    return token
+
+
+def add_account(session: Session, name: str, role: str, token: str | None = None) -> str:
+    """Create an account; returns its token (a new one unless `token` is given). Conflict if the name is taken,
+    unless it already is this very account (same role and token: nothing changes, so a set-up can run again)."""
+    v.key("name", name)
+    check_role(role)
+    token = new_token() if token is None else check_token(token)
+    found = session.get(Annotator, name)
+    if found is not None:
+        if found.role == role and found.active and hmac.compare_digest(found.token_sha256, hash_token(token)):
+            return token
+        raise Conflict(f"account {name!r} already exists (reset its token instead)")
+    if session.scalar(select(Annotator.name).where(Annotator.token_sha256 == hash_token(token))) is not None:
+        raise Conflict("another account has this token: make a new one")
+    session.add(Annotator(name=name, token_sha256=hash_token(token), role=role, active=True))
+    session.flush()
+    return token
+
+
+def add_annotator(session: Session, name: str, admin: bool = False) -> str:
+    """A person's account on the annotator's page: role annotator, or admin."""
+    return add_account(session, name, ADMIN if admin else ANNOTATOR)
+
+
+def reset_token(session: Session, name: str, token: str | None = None) -> str:
+    """A new token for `name` (`token`, or a new random one); the old one stops working, the account is active."""
+    account = get_account(session, name)
+    token = new_token() if token is None else check_token(token)
+    account.token_sha256, account.active = hash_token(token), True
+    session.flush()
+    return token
+
+
+def disable(session: Session, name: str) -> None:
+    """The account's token no longer signs in; what it did (annotations, claims, promotions) stays."""
+    get_account(session, name).active = False
+    session.flush()
+
+
+def get_account(session: Session, name: str) -> Annotator:
+    account = session.get(Annotator, name)
+    if account is None:
+        raise UnknownAnnotator(f"no account {name!r}")
+    return account
+
+
+def list_accounts(session: Session) -> list[Annotator]:
+    return list(session.scalars(select(Annotator).order_by(Annotator.name)))
+
+
+def account_by_token(session: Session, token: str) -> Annotator | None:
+    """The active account whose token this is, or None."""
+    found = session.scalar(select(Annotator).where(Annotator.token_sha256 == hash_token(token)))
+    return found if found is not None and found.active else None
+
+
+class AccountBook:
+    """Bearer tokens checked against the store's accounts: `book(token)` -> the active account as a Caller, or
+    None. One indexed read per call, so a disabled account is refused at once."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def __call__(self, token: str) -> Caller | None:
+        with session_scope(self.engine) as session:
+            found = account_by_token(session, token)
+            return None if found is None else Caller(found.name, found.role)

@@ -1,0 +1,310 @@
+"""Every door has a lock (issue 31), tried with clients the project did not write: each mutating RPC of ingestion,
+annotation, training, evaluation and the scorer called by a client built from server reflection alone, requests as
+grpcurl's JSON, no deadline: without a token UNAUTHENTICATED, with a role that may not PERMISSION_DENIED naming the
+role it needs (and nothing stored either way), with the right role it works. A forged annotator is refused, the
+recorded actor and requester are the accounts, health stays open, a disabled account is refused at its next call,
+no token reaches the log; and the HTTP APIs as plain urllib calls them (401, 403, 200)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import descriptor_pool, json_format, message_factory
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+from sqlalchemy import Engine, func, select
+
+from cheems.roles import ADMIN, ANNOTATOR, OPERATOR, SCORER_CLIENT, SERVICE
+from evaluator.leaderboard.app import create_app as leaderboard
+from evaluator.server import EvaluationServicer
+from evaluator.server import host as evaluation_host
+from services.annotation.server import servicer_host as annotation_host
+from services.annotation.service import AnnotationService
+from services.annotation.web.app import create_app as annotation_page
+from services.annotation.web.workbench import Workbench
+from services.bus.broker import EmbeddedBroker
+from services.bus.client import Publisher
+from services.hosting import GrpcHost, HostConfig
+from services.ingestion.server import host as ingestion_host
+from services.ingestion.service import IngestionService
+from services.scorer.config import ScorerConfig
+from services.scorer.runtime import ScorerServer
+from services.store.accounts import AccountBook, disable
+from services.store.db import session_scope
+from services.store.models import Base, ModelTransition, Training
+from services.web import HttpServer
+from trainer.service.config import TrainingConfig
+from trainer.service.launchers.local import LocalLauncher
+from trainer.service.server import host as training_host
+from trainer.service.trainings import TrainingService
+
+pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
+ROLES = {
+    "张三": ANNOTATOR,
+    "mallory": ANNOTATOR,
+    "ops": OPERATOR,
+    "boss": ADMIN,
+    "judge": SERVICE,
+    "grpo": SCORER_CLIENT,
+}
+
+
+class Stranger:
+    """A client from reflection alone: the services' names, request classes from JSON, no deadline."""
+
+    def __init__(self, port: int) -> None:
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        self.pool = descriptor_pool.DescriptorPool(ProtoReflectionDescriptorDatabase(self.channel))
+
+    def call(self, service: str, name: str, body: Any, token: str | None) -> tuple[grpc.StatusCode, str, dict]:
+        method = self.pool.FindServiceByName(f"cheems.v1.{service}").methods_by_name[name]
+        request_class = message_factory.GetMessageClass(method.input_type)
+        reply_class = message_factory.GetMessageClass(method.output_type)
+        kind = self.channel.stream_unary if method.client_streaming else self.channel.unary_unary
+        rpc = kind(f"/cheems.v1.{service}/{name}", lambda m: m.SerializeToString(), reply_class.FromString)
+        requests = [json_format.ParseDict(b, request_class()) for b in (body if method.client_streaming else [body])]
+        metadata = [("authorization", f"Bearer {token}")] if token is not None else None
+        try:
+            reply = rpc(iter(requests) if method.client_streaming else requests[0], metadata=metadata)
+        except grpc.RpcError as e:
+            return e.code(), e.details() or "", {}
+        return grpc.StatusCode.OK, "", json_format.MessageToDict(reply, preserving_proto_field_name=True)
+
+    def healthy(self) -> bool:
+        check = health_pb2_grpc.HealthStub(self.channel).Check(health_pb2.HealthCheckRequest(service=""))
+        return check.status == health_pb2.HealthCheckResponse.SERVING
+
+
+@dataclass
+class System:
+    engine: Engine
+    clients: dict[str, Stranger]  # by gRPC service name
+    tokens: dict[str, str]  # by account name
+    checkpoint: Path
+
+    def rows(self) -> dict[str, int]:
+        with self.engine.connect() as connection:
+            return {
+                t.name: connection.scalar(select(func.count()).select_from(t)) or 0 for t in Base.metadata.sorted_tables
+            }
+
+    def code(self, who: str, service: str, method: str, body: Any) -> grpc.StatusCode:
+        """The status of one call by `who`."""
+        return self.clients[service].call(service, method, body, self.tokens[who])[0]
+
+    def door(self, service: str, method: str, body: Any, right: str, wrong: str, needs: str) -> dict:
+        """The three knocks: no token, `wrong`'s (PERMISSION_DENIED naming `needs`), `right`'s (the reply)."""
+        client, before = self.clients[service], self.rows()
+        code, details, _ = client.call(service, method, body, None)
+        assert code == grpc.StatusCode.UNAUTHENTICATED, (method, code, details)
+        code, details, _ = client.call(service, method, body, "not-a-token-of-anyone-0123")
+        assert code == grpc.StatusCode.UNAUTHENTICATED, (method, code, details)
+        code, details, _ = client.call(service, method, body, self.tokens[wrong])
+        assert code == grpc.StatusCode.PERMISSION_DENIED, (method, code, details)
+        assert f"needs the role {needs}; {wrong} is {ROLES[wrong]}" in details, details
+        assert self.rows() == before, f"{method}: a refused call stored something"
+        code, details, reply = client.call(service, method, body, self.tokens[right])
+        assert code == grpc.StatusCode.OK, (method, code, details)
+        return reply
+
+
+def serve(hosts: list[Any], host: GrpcHost) -> int:
+    hosts.append(host.start())
+    return host.port
+
+
+@pytest.fixture
+def system(
+    engine: Engine, account: Callable[[str, str], str], tiny_checkpoint: Callable[..., Path], tmp_path: Path
+) -> Iterator[System]:
+    book, listen = AccountBook(engine), HostConfig(port=0, host="127.0.0.1")
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    shutil.copy(SAMPLE / "open.jsonl", bench / "open.jsonl")
+    hosts: list[GrpcHost] = []
+    trainings = TrainingService(
+        engine, TrainingConfig(data_dir=str(tmp_path / "data"), poll_seconds=0.3), LocalLauncher(grace=2)
+    )
+    with EmbeddedBroker() as broker:
+        broker.create_topics(["cheems.score-requests.v1"])
+        publisher = Publisher(broker.bootstrap)
+        scorer = ScorerServer(
+            ScorerConfig(
+                model=str(tiny_checkpoint()),
+                backend="torch",
+                host="127.0.0.1",
+                grpc_port=0,
+                http_port=-1,
+                accounts=True,
+                db=str(engine.url.render_as_string(hide_password=False)),
+            )
+        ).start()
+        ports = {
+            "IngestionService": serve(hosts, ingestion_host(IngestionService(engine), listen, book)),
+            "AnnotationService": serve(hosts, annotation_host(AnnotationService(engine), listen, book)),
+            "TrainingService": serve(hosts, training_host(trainings, listen, book)),
+            "EvaluationService": serve(
+                hosts, evaluation_host(EvaluationServicer(engine, publisher, bench), listen, book)
+            ),
+            "RewardService": scorer.grpc_port,
+        }
+        clients = {name: Stranger(port) for name, port in ports.items()}
+        try:
+            yield System(engine, clients, {n: account(n, r) for n, r in ROLES.items()}, tiny_checkpoint())
+        finally:
+            for training in trainings.active():
+                trainings.cancel_training(training.id)
+            trainings.close()
+            for host in hosts:
+                host.stop(0)
+            scorer.stop(grace=0)
+            publisher.close()
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # PostgreSQL: the disabled-account test below
+def test_every_mutating_rpc_is_locked_and_opens_to_its_role(system: System, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    s, both = system, "operator or admin"
+    assert all(c.healthy() for c in s.clients.values())  # health needs no token
+    sample = {
+        "sample": {
+            "prompt": "比较这五个回答",
+            "responses": [{"id": f"r{i}", "content": f"第{i}个回答"} for i in range(1, 6)],
+            "category": ["推理"],
+        }
+    }
+    assert s.door("IngestionService", "Ingest", [sample], "ops", "张三", both)["stored"] == "1"  # int64 in JSON
+    with session_scope(s.engine) as session:
+        prompt = session.execute(select(Base.metadata.tables["prompts"].c.id)).scalar_one()
+    tasks = s.door("AnnotationService", "CreateTasks", {"prompt_id": prompt, "group_size": 3}, "ops", "judge", both)[
+        "tasks"
+    ]
+    anyone = "annotator, admin or service"
+    for n, task in enumerate(tasks):
+        order = {"groups": [{"ids": [k]} for k in sorted(task["response_ids"])]}
+        body = {
+            "annotation_id": f"a{n}",
+            "prompt_id": prompt,
+            "task_id": task["task_id"],
+            "kind": "ANNOTATOR_KIND_HUMAN",
+            "order": order,
+        }
+        if n == 0:
+            assert s.door("AnnotationService", "SubmitAnnotation", body, "张三", "ops", anyone)["created"]
+        else:
+            assert s.code("张三", "AnnotationService", "SubmitAnnotation", body) == grpc.StatusCode.OK
+    forged = {
+        "annotation_id": "forged",
+        "prompt_id": prompt,
+        "annotator": "张三",
+        "kind": "ANNOTATOR_KIND_HUMAN",
+        "pair": {"a": "r1", "b": "r2", "verdict": "VERDICT_B_BETTER"},
+    }
+    for who in ("mallory", "boss", "judge"):  # another person, an admin, a service: none may speak for 张三
+        assert s.code(who, "AnnotationService", "SubmitAnnotation", forged) == grpc.StatusCode.PERMISSION_DENIED
+    ai = {**forged, "annotation_id": "ai", "annotator": "qwen-judge", "kind": "ANNOTATOR_KIND_AI"}
+    assert s.code("judge", "AnnotationService", "SubmitAnnotation", ai) == grpc.StatusCode.OK  # its judge's verdict
+    s.door("AnnotationService", "Resolve", {"prompt_id": prompt}, "ops", "张三", both)
+    s.door(
+        "AnnotationService",
+        "Export",
+        {"kind": "bench", "path": str(Path(s.checkpoint).parent / "x.jsonl")},
+        "boss",
+        "judge",
+        both,
+    )
+    dataset = s.door("TrainingService", "CreateDataset", {"recipe": "human"}, "ops", "judge", both)["dataset_id"]
+    training = s.door(
+        "TrainingService",
+        "StartTraining",
+        {"dataset_id": dataset, "overrides": {"epochs": "1000"}},
+        "ops",
+        "grpo",
+        both,
+    )
+    assert training["requested_by"] == "person:ops"
+    s.door("TrainingService", "CancelTraining", {"training_id": training["training_id"]}, "ops", "张三", both)
+    for model in ("rm-a", "rm-b"):
+        register = {"path": str(s.checkpoint), "model_id": model, "actor": "person:someone-else"}
+        assert s.door("TrainingService", "RegisterModel", register, "ops", "judge", both)["model_id"] == model
+    s.door("TrainingService", "PromoteModel", {"model_id": "rm-a", "actor": "policy:auto"}, "boss", "ops", "admin")
+    s.door("TrainingService", "PromoteModel", {"model_id": "rm-b"}, "boss", "ops", "admin")
+    s.door("TrainingService", "RollbackModel", {"reason": "drift"}, "boss", "ops", "admin")
+    s.door("TrainingService", "RejectModel", {"model_id": "rm-b", "reason": "long answers win"}, "ops", "grpo", both)
+    run = {"bench_files": ["open.jsonl"], "scorer_url": "127.0.0.1:1"}
+    assert s.door("EvaluationService", "StartRun", run, "ops", "judge", both)["run_id"]
+    scored = s.door(
+        "RewardService",
+        "Score",
+        {"prompt": "你好", "responses": ["你好！", "嗯"]},
+        "grpo",
+        "张三",
+        "operator, admin, service or scorer-client",
+    )
+    assert len(scored["scores"]) == 2
+    with session_scope(s.engine) as session:
+        actors = {(t.model_id, t.action): t.actor for t in session.scalars(select(ModelTransition))}
+        requested = session.scalars(select(Training.requested_by)).all()
+    assert actors[("rm-a", "registered")] == "person:ops" and actors[("rm-a", "promoted")] == "person:boss"
+    assert actors[("rm-a", "rolled_back")] == "person:boss" and actors[("rm-b", "rejected")] == "person:ops"
+    assert requested == ["person:ops"]
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "refused" in logged and not [t for t in s.tokens.values() if t in logged]
+
+
+def test_a_disabled_account_is_refused_at_once(system: System) -> None:
+    lookup = ("ops", "IngestionService", "GetSample", {"prompt_id": "nope"})
+    assert system.code(*lookup) == grpc.StatusCode.NOT_FOUND
+    with session_scope(system.engine) as session:
+        disable(session, "ops")
+    assert system.code(*lookup) == grpc.StatusCode.UNAUTHENTICATED
+    assert system.code("ops", "RewardService", "GetModelInfo", {}) == grpc.StatusCode.UNAUTHENTICATED
+
+
+def knock(url: str, token: str | None, body: Any = None) -> tuple[int, Any]:
+    headers = {"content-type": "application/json", **({"authorization": f"Bearer {token}"} if token else {})}
+    data = None if body is None else json.dumps(body).encode()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data, headers), timeout=30) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_the_http_apis_as_plain_urllib_calls_them(engine: Engine, account: Callable[[str, str], str]) -> None:
+    tokens = {n: account(n, r) for n, r in ROLES.items()}
+    page = HttpServer(annotation_page(Workbench(AnnotationService(engine))), "127.0.0.1", 0).start()
+    board = HttpServer(leaderboard(engine), "127.0.0.1", 0).start()
+    try:
+        me = f"http://127.0.0.1:{page.port}/api/me"
+        assert knock(me, None)[0] == knock(me, "nope-0123456789")[0] == 401
+        status, reply = knock(me, tokens["ops"])
+        assert (status, reply["error"]) == (
+            403,
+            "the annotator's page needs the role annotator or admin; ops is operator",
+        )
+        assert knock(me, tokens["张三"]) == (200, {"name": "张三", "admin": False})
+        assert knock(f"http://127.0.0.1:{page.port}/health", None)[0] == 200
+        rollback = f"http://127.0.0.1:{board.port}/api/rollback"
+        assert knock(rollback, None, {})[0] == 401
+        status, reply = knock(rollback, tokens["ops"], {})
+        assert (status, reply["reason"]) == (403, "forbidden") and "needs the role admin; ops is operator" in reply[
+            "error"
+        ]
+        assert knock(rollback, tokens["boss"], {})[0] == 409  # past the lock: nothing to roll back to yet
+    finally:
+        page.stop()
+        board.stop()

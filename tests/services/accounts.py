@@ -1,0 +1,27 @@
+"""Accounts for tests that call the services: a token per (name, role), made in the test's store.
+
+token = account(engine, "张三", ANNOTATOR)                 # or the `account` fixture: account("张三", ANNOTATOR)
+stub.SubmitAnnotation(request, metadata=bearer(token))
+channel = open_channel(target, token=token)               # every call of the channel carries it
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine
+
+from services.store.accounts import add_account, reset_token
+from services.store.db import session_scope
+from services.store.models import Annotator
+
+
+def account(engine: Engine, name: str, role: str) -> str:
+    """A new token of the account `name` with `role` (made, or its token reset when it exists)."""
+    with session_scope(engine) as session:
+        if session.get(Annotator, name) is None:
+            return add_account(session, name, role)
+        return reset_token(session, name)
+
+
+def bearer(token: str) -> list[tuple[str, str]]:
+    """gRPC call metadata carrying `token`."""
+    return [("authorization", f"Bearer {token}")]

@@ -14,7 +14,8 @@ Then GRPO's shape: the TRL reward function (`RewardClient.reward_function()`) on
 8 prompts x 8 each, against one Score of the same 64 responses; prints the medians and Score/reward.
 
 Then head-of-line blocking: p99 latency of small Score calls (4 clients) while 50 MB requests keep
-arriving (one sender, 2 a second; the default `--truncation error`, so they are rejected by the length check),
+arriving (one sender, 2 a second; over the default `--max-message-bytes` of 16 MiB, so gRPC refuses them at
+the message's header; `--big-mb 15` sends ones the scorer receives and refuses as over length, unparsed),
 against their p99 without them; prints with/without (goal <= 2x). The sender is another process on
 the same two cores, so part of what it costs the small calls is plain CPU, not the scorer.
 
@@ -158,7 +159,7 @@ def send_big_requests(target: str, big_mb: int, rate: float, go: Any, stop: Any,
             if not go.wait(0.1):
                 continue
             started = time.monotonic()
-            with contextlib.suppress(grpc.RpcError):  # over length: RESOURCE_EXHAUSTED, as expected
+            with contextlib.suppress(grpc.RpcError):  # over a limit: RESOURCE_EXHAUSTED, as expected
                 client.score("请总结下文。", [big])
             with sent.get_lock():
                 sent.value += 1
@@ -192,7 +193,7 @@ def small_calls_under_big_requests(
     a, b = statistics.median(alone), statistics.median(loaded)
     print(
         f"small Score calls, median p99 of {rounds} rounds: {a * 1e3:.0f} ms alone, {b * 1e3:.0f} ms while "
-        f"{big_mb} MB requests arrive ({sent.value} sent, {rate:g}/s at most, all rejected as over length); "
+        f"{big_mb} MB requests arrive ({sent.value} sent, {rate:g}/s at most, all refused); "
         f"with/without {b / a:.2f}x (goal <= 2x)"
     )
 

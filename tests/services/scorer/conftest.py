@@ -46,7 +46,7 @@ def running(model: Path, **changes: object) -> Iterator[ScorerServer]:
 @pytest.fixture(scope="session")
 def triton_server(tiny_model: Path) -> Iterator[ScorerServer]:
     """The production path: gRPC front -> tritonclient -> Triton (started by PyTriton) -> RM."""
-    yield from running(tiny_model, backend="triton")
+    yield from running(tiny_model, backend="triton", max_message_bytes=64 * 1024 * 1024)  # the big-body tests
 
 
 @pytest.fixture(scope="session")
@@ -57,7 +57,9 @@ def strict_server(tiny_model: Path) -> Iterator[ScorerServer]:
 
 @pytest.fixture(scope="session")
 def truncating_server(tiny_model: Path) -> Iterator[ScorerServer]:
-    yield from running(tiny_model, backend="torch", max_length=48, truncation="left")
+    yield from running(
+        tiny_model, backend="torch", max_length=48, truncation="left", max_message_bytes=64 * 1024 * 1024
+    )
 
 
 # --- `cheems serve --follow`

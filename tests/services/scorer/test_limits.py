@@ -237,6 +237,18 @@ def test_max_call_seconds_caps_a_call_without_a_deadline(tiny_model: Path) -> No
 # --- one huge request must not stall every client -------------------------------------------------------------
 
 
+def test_a_request_over_max_message_bytes_is_refused_at_its_header_and_the_server_serves_on(
+    strict_server: ScorerServer,
+) -> None:
+    s = stub(strict_server)  # the default limit, 16 MiB: a 20 MB message never reaches Python
+    huge = reward_pb2.ScoreRequest(prompt="你好", responses=["长城很长。" * (20 * 1024 * 1024 // 15)])
+    started = time.monotonic()
+    error = failure(lambda: s.Score(huge, timeout=60, metadata=AUTH))
+    assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in (error.details() or "")
+    assert time.monotonic() - started < 30
+    assert s.Score(GOOD, timeout=10, metadata=AUTH).scores
+
+
 def test_one_huge_request_does_not_stall_small_ones(truncating_server: ScorerServer) -> None:
     s = stub(truncating_server)
     huge = reward_pb2.ScoreRequest(prompt="你好", responses=["长城很长。" * (20 * 1024 * 1024 // 15)])

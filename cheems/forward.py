@@ -39,7 +39,8 @@ def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Te
 def forward_rewards(model: Any, sequences: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> torch.Tensor:
     """Scalar reward of each token sequence: the head at its last token, as float32. DDP-wrapped models work."""
     ids, mask = pad_batch(sequences, unwrapped(model).config.pad_token_id)
-    logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
+    # no KV cache: a reward is one forward, and the cache of every layer would be written for nothing
+    logits = model(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False).logits
     return logits[:, 0].float()
 
 
@@ -166,7 +167,7 @@ def packed_rewards(
     per_token: list[torch.Tensor] = []
     hook = head_of(inner).register_forward_hook(lambda _m, _i, output: per_token.append(output))
     try:
-        model(input_ids=ids, attention_mask=mask, position_ids=positions)
+        model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
     finally:
         hook.remove()
     rows_index = torch.as_tensor([r for r, p in enumerate(packed) for _ in p.reads], dtype=torch.long)

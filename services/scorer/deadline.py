@@ -30,7 +30,7 @@ class Deadline:
     expires: float  # on `clock`'s scale
     clock: Callable[[], float] = time.monotonic
     is_active: Callable[[], bool] = field(default=always)
-    caller_set: bool = True  # False when the caller sent none and the server's cap applies
+    caller_set: bool = True  # False when the server's cap applies (the caller sent no deadline, or a later one)
 
     @classmethod
     def of(
@@ -41,8 +41,8 @@ class Deadline:
         clock: Callable[[], float] = time.monotonic,
     ) -> Deadline:
         """From a caller's remaining seconds (None or huge = no deadline), never later than `cap`."""
-        caller_set = remaining is not None and remaining < NO_DEADLINE
-        seconds = min(remaining, cap) if caller_set and remaining is not None else cap
+        caller_set = remaining is not None and remaining < NO_DEADLINE and remaining <= cap
+        seconds = remaining if caller_set and remaining is not None else cap
         return cls(clock() + seconds, clock, is_active, caller_set)
 
     def remaining(self) -> float:

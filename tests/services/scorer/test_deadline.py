@@ -40,6 +40,10 @@ def test_a_caller_deadline_shorter_than_the_cap_is_kept(clock: FakeClock) -> Non
 def test_a_caller_deadline_longer_than_the_cap_is_capped(clock: FakeClock) -> None:
     deadline = Deadline.of(1000.0, cap=300.0, clock=clock)
     assert deadline.remaining() == pytest.approx(300.0)
+    assert deadline.caller_set is False  # when it passes, the error names the server's cap, not the caller
+    clock.now += 300.0
+    with pytest.raises(DeadlineExceeded, match=r"max_call_seconds.*before inference"):
+        deadline.check("inference")
 
 
 def test_check_returns_the_seconds_left_then_raises_naming_the_caller(clock: FakeClock) -> None:

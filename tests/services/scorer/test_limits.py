@@ -231,7 +231,20 @@ def test_max_call_seconds_caps_a_call_without_a_deadline(tiny_model: Path) -> No
         error = failure(lambda: s.ScoreBatch(request))  # no deadline from the caller
         assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         assert "max_call_seconds" in error.details() and reason(error) == "deadline_exceeded"
-        assert s.Score(GOOD, timeout=10).scores  # a short call fits in the cap
+        assert serves_again(s)  # a short call fits in the cap once the abandoned batch has stopped
+
+
+def serves_again(s: Any, within: float = 20.0) -> bool:
+    """Whether a short Score succeeds within `within` seconds. The first may still meet the abandoned batch's last
+    forward, and on a loaded two-core machine that can take longer than a cap as short as 0.5 s."""
+    ends = time.monotonic() + within
+    while True:
+        try:
+            return bool(s.Score(GOOD, timeout=10).scores)
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.DEADLINE_EXCEEDED or time.monotonic() > ends:
+                raise
+            time.sleep(0.2)
 
 
 # --- one huge request must not stall every client -------------------------------------------------------------

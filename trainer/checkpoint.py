@@ -46,7 +46,7 @@ def save(
     tokenizer: Any,
     optimizer: Any,
     scheduler: Any,
-    position: dict[str, int],
+    position: dict[str, Any],
     world: World,
 ) -> None:
     """Every rank calls this (FSDP gathers shards); rank 0 writes."""
@@ -65,8 +65,8 @@ def save(
     barrier(world)
 
 
-def load(directory: Path, model: Any, optimizer: Any, scheduler: Any) -> dict[str, int]:
-    """Restore everything saved by `save`; returns the sampler position."""
+def load(directory: Path, model: Any, optimizer: Any, scheduler: Any) -> dict[str, Any]:
+    """Restore everything saved by `save`; returns the sampler position (and the batching it counts in)."""
     weights: dict[str, Any] = {}
     for file in sorted(directory.glob("*.safetensors")):
         weights.update(load_file(file))
@@ -78,7 +78,7 @@ def load(directory: Path, model: Any, optimizer: Any, scheduler: Any) -> dict[st
     random.setstate(_as_tuple(state["rng"]["python"]))
     if "cuda" in state["rng"] and torch.cuda.is_available():
         torch.cuda.set_rng_state(state["rng"]["cuda"])
-    position: dict[str, int] = json.loads((directory / POSITION).read_text(encoding="utf-8"))
+    position: dict[str, Any] = json.loads((directory / POSITION).read_text(encoding="utf-8"))
     return position
 
 

@@ -25,9 +25,12 @@ class TrainConfig:
     out_dir: str = "out/train"
     max_length: int = 2048
     length_policy: str = "drop"  # drop | left | right
-    micro_batch_size: int = 2  # responses per forward per process
+    micro_batch_size: int = 2  # responses per forward per process (with max_tokens: at most this many)
     grad_accum_steps: int = 1
     global_batch_size: int = 0  # responses per optimizer step; 0 = micro x world x accum, else checked
+    # tokens per forward per process, padding or packed length counted (trainer.microbatch); 0 = none. When set,
+    # a step is global_batch_size responses (or micro x world x accum) split into as many forwards as fit
+    max_tokens: int = 0
     epochs: float = 1.0
     lr: float = 5e-6
     weight_decay: float = 0.0
@@ -48,6 +51,7 @@ class TrainConfig:
     progress: bool = True  # rank 0 shows a bar on a terminal, else a progress line every log_every steps
     log_every: int = 0  # optimizer steps between progress lines; 0 = about 20 lines per run
     trust_remote_code: bool = False
+    compile: bool = False  # torch.compile the model (off by default until it is faster on CPU and GPU alike)
 
     def __post_init__(self) -> None:
         positive = ["max_length", "micro_batch_size", "grad_accum_steps", "eval_ece_bins"]
@@ -65,12 +69,25 @@ class TrainConfig:
             raise ValueError(f"train_format must be one of {', '.join(PARSERS)} (or empty), got {self.train_format!r}")
         if self.length_policy not in {p.value for p in LengthPolicy}:
             raise ValueError(f"length_policy must be drop, left or right, got {self.length_policy!r}")
+        if self.max_tokens and self.max_tokens < self.max_length:
+            raise ValueError(
+                f"max_tokens {self.max_tokens} is below max_length {self.max_length}: a response as long as "
+                "max_length would not fit a forward (raise max_tokens, lower max_length, or 0 for no budget)"
+            )
+        if self.max_tokens < 0:
+            raise ValueError(f"max_tokens must be >= 0 (0 = no budget), got {self.max_tokens}")
         if not self.reg_coef >= 0:
             raise ValueError(f"reg_coef must be >= 0, got {self.reg_coef}")
+
+    def step_responses(self, world_size: int) -> int:
+        """Responses per optimizer step under a token budget: global_batch_size, else micro x world x accum."""
+        return self.global_batch_size or self.micro_batch_size * world_size * self.grad_accum_steps
 
     def forward_batch(self, world_size: int) -> int:
         """Responses per forward across all ranks, checked against global_batch_size when set."""
         size = self.micro_batch_size * world_size
+        if self.max_tokens:  # forwards are cut by tokens; global_batch_size is the step's size, nothing to check
+            return size
         if self.global_batch_size and self.global_batch_size != size * self.grad_accum_steps:
             raise ValueError(
                 f"global_batch_size {self.global_batch_size} != micro_batch_size {self.micro_batch_size} x "

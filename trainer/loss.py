@@ -20,7 +20,7 @@ class LossParts:
     bt: torch.Tensor  # Bradley-Terry term (0 when the batch has no pairs)
     reg: torch.Tensor  # mean(r^2), before reg_coef
     pairs: int
-    accuracy: float  # share of pairs with r_w > r_l
+    accuracy: torch.Tensor  # share of pairs with r_w > r_l (a tensor: read it without waiting per step)
 
 
 def bt_loss(
@@ -32,8 +32,8 @@ def bt_loss(
         index = torch.as_tensor(pairs, dtype=torch.long, device=rewards.device)
         diff = rewards[index[:, 0]] - rewards[index[:, 1]]
         bt = -F.logsigmoid(diff - margin).mean()
-        accuracy = (diff > 0).float().mean().item()
+        accuracy = (diff > 0).float().mean().detach()
     else:
         bt = rewards.sum() * 0.0  # keeps the graph connected so DDP sees every parameter used
-        accuracy = float("nan")
+        accuracy = rewards.new_tensor(float("nan")).detach()
     return LossParts(bt + reg_coef * reg, bt, reg, len(pairs), accuracy)

@@ -7,6 +7,7 @@ dropped for length), progress while training, and a summary block at the end:
       data: 87 responses read, 70 kept, 16 dropped over max_length 64, 1 dropped without a pair, ...
       trained 7 steps, final loss 0.5627, CheemsBench overall 0.3462
       model in out/train-tiny/model
+      start-up 4.1 s to the first step: model 2.3 s, data 0.9 s, first step 0.9 s
 
 Other ranks log warnings only, prefixed with their rank, so torchrun's merged output says each
 thing once. Progress is a tqdm bar on a terminal, else a `step N/M` line every `log_every` steps.
@@ -78,6 +79,34 @@ def report_eval(step: int, result: EvalResult) -> None:
     log.info("eval at step %d: CheemsBench overall %.4f, %s", step, result.overall, subsets)
 
 
+class Startup:
+    """Where the time before training went: loading the model, reading and tokenizing the data, and the first
+    step (set-up, compilation and warm-up included), each from the end of the one before."""
+
+    PHASES = ("model", "data", "first_step")
+
+    def __init__(self) -> None:
+        self.began = self.last = time.perf_counter()
+        self.phases: dict[str, float] = {}
+
+    @property
+    def first_step(self) -> float | None:
+        return self.phases.get("first_step")
+
+    def mark(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.phases[phase] = now - self.last
+        self.last = now
+
+    def seconds(self) -> dict[str, float]:
+        """Each phase's seconds and `total`, rounded for a log record."""
+        return {**{k: round(v, 3) for k, v in self.phases.items()}, "total": round(self.last - self.began, 3)}
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f} s" for k, v in self.phases.items())
+        return f"start-up {self.last - self.began:.1f} s to the first step: {parts}"
+
+
 def summary(data: str, steps: int, loss: float, overall: float | None, model_dir: Path | None, resume: Path) -> str:
     """The closing block: what was read, what was trained, where the model (or the checkpoint) is."""
     trained = f"trained {steps} steps, final loss {loss:.4f}"
@@ -115,11 +144,17 @@ class Progress:
             self.bar.close()
         self._redirect.__exit__(kind, error, tb)
 
-    def update(self, step: int, epoch: int, loss: float, lr: float) -> None:
+    def due(self, step: int) -> bool:
+        """Whether `step` gets a progress line (or the bar a new loss): the loop reads its figures then."""
+        return step % self.every == 0 or step in (self.initial + 1, self.total)
+
+    def update(self, step: int, epoch: int, loss: float | None, lr: float) -> None:
+        """`loss` is None between logging steps (it is not read from the device there)."""
         if self.bar is not None:
             self.bar.update(1)
-            self.bar.set_postfix(loss=f"{loss:.4f}", epoch=epoch)
-        elif self.lines and (step % self.every == 0 or step in (self.initial + 1, self.total)):
+            if loss is not None:
+                self.bar.set_postfix(loss=f"{loss:.4f}", epoch=epoch)
+        elif self.lines and loss is not None and self.due(step):
             per_step = (time.perf_counter() - self.started) / (step - self.initial)
             left = tqdm.format_interval(per_step * (self.total - step))
             log.info(

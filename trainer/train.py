@@ -16,7 +16,6 @@ import hashlib
 import json
 import logging
 import math
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from cheems.errors import ConfigError
 from cheems.forward import forward_rewards, shared_rewards
 from cheems.model import load_model, save_model
 from evaluator.evaluate import EvalOptions
@@ -36,9 +36,11 @@ from trainer.data import Dataset, LengthPolicy, LengthStats, read_groups, tokeni
 from trainer.distributed import World, gather_with_grad, rank_from_env, setup, teardown
 from trainer.evaluation import evaluate_model
 from trainer.loss import LossParts, bt_loss
+from trainer.microbatch import Budget, Forward, layout_tokens, shared_prefixes, split_step
 from trainer.recipes import recipe
-from trainer.report import Progress, configure_logging, describe_data, report_data, report_eval, summary
-from trainer.sampler import SamplerConfig, epoch_batches, pairs_in_batch, shard
+from trainer.report import Progress, Startup, configure_logging, describe_data, report_data, report_eval, summary
+from trainer.sampler import SamplerConfig, epoch_batches, pairs_in_batch
+from trainer.steplog import StepLog, Totals
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +56,14 @@ class TrainResult:
 
 @dataclass
 class Plan:
-    forward_batch: int  # responses per forward across all ranks (one sampler batch)
+    sampler_batch: int  # responses a sampler batch holds across ranks: one forward, or a whole step under a budget
     total_steps: int  # optimizer steps of the whole run
+    budget: Budget | None = None  # with max_tokens: each step's batch is cut into forwards that fit it
+
+    @property
+    def signature(self) -> dict[str, Any]:
+        """What a checkpoint's batch position means; a resume must see the same (`check_resume`)."""
+        return {"sampler_batch": self.sampler_batch, "per_step": "forwards" if self.budget is None else "step"}
 
 
 def cosine_with_warmup(total: int, warmup: int) -> Callable[[int], float]:
@@ -69,10 +77,28 @@ def cosine_with_warmup(total: int, warmup: int) -> Callable[[int], float]:
 
 
 def make_plan(config: TrainConfig, data: Dataset, world: World) -> Plan:
+    if config.max_tokens:
+        size = config.step_responses(world.size)
+        steps_per_epoch = -(-len(data.examples) // size)
+        budget = Budget(config.micro_batch_size, config.max_tokens)
+        return Plan(size, max(1, math.ceil(steps_per_epoch * config.epochs)), budget)
     size = config.forward_batch(world.size)
     batches = -(-len(data.examples) // size)  # every batch is full but the last
     steps_per_epoch = -(-batches // config.grad_accum_steps)
     return Plan(size, max(1, math.ceil(steps_per_epoch * config.epochs)))
+
+
+def check_resume(saved: dict[str, Any], plan: Plan, where: Path) -> None:
+    """Refuse a checkpoint whose batch position counts other batches (a token budget's size may change freely:
+    its position counts steps of the same responses)."""
+    signature = saved.get("batching")
+    if signature is not None and signature != plan.signature:
+        raise ConfigError(
+            f"{where} was saved with {signature['sampler_batch']} responses a batch ({signature['per_step']} "
+            f"a position), this run has {plan.sampler_batch} ({plan.signature['per_step']}): resume with the same "
+            "micro_batch_size, grad_accum_steps, global_batch_size and world size (max_tokens on or off), "
+            "or train into a new out_dir"
+        )
 
 
 def load_data(config: TrainConfig, tokenizer: Any) -> Dataset:
@@ -88,6 +114,8 @@ def wrap(base: Any, config: TrainConfig, world: World) -> Any:
     if config.gradient_checkpointing:
         base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         base.config.use_cache = False
+    if config.compile:
+        base.compile()  # in place: DDP, FSDP and the reward hooks keep seeing the same module
     if not world.distributed:
         return base
     if config.fsdp:
@@ -97,6 +125,12 @@ def wrap(base: Any, config: TrainConfig, world: World) -> Any:
             fully_shard(layer)
         return fully_shard(base)
     return DistributedDataParallel(base, device_ids=[world.local_rank] if world.device.type == "cuda" else None)
+
+
+def make_optimizer(model: Any, config: TrainConfig, world: World) -> torch.optim.Optimizer:
+    """AdamW; fused (one kernel for every parameter) on CUDA."""
+    fused = world.device.type == "cuda"
+    return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=fused)
 
 
 def sync_gradients(model: Any, sync: bool) -> contextlib.AbstractContextManager[Any]:
@@ -109,30 +143,41 @@ def sync_gradients(model: Any, sync: bool) -> contextlib.AbstractContextManager[
 
 
 def forward_loss(
-    model: Any, data: Dataset, batch: list[int], config: TrainConfig, world: World
+    model: Any, data: Dataset, forward: Forward, group_of: list[int], config: TrainConfig, world: World
 ) -> tuple[LossParts, torch.Tensor, int]:
-    """Loss parts of one sampler batch, a zero that keeps this rank's forward in the graph, and its tokens."""
-    local = shard(batch, world.rank, world.size)
-    counts = [len(shard(batch, r, world.size)) for r in range(world.size)]
-    todo = local or batch[:1]  # a rank with no share still runs the forward (DDP/FSDP need it)
+    """Loss parts of one forward (every rank's slot), a zero that keeps this rank's forward in the graph, and
+    this rank's tokens."""
+    local = forward.slots[world.rank]
+    everything = forward.ids
+    todo = local or everything[:1]  # a rank with no share still runs the forward (DDP/FSDP need it)
     sequences = [data.examples[x].input_ids for x in todo]
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=config.bf16 and world.device.type == "cuda")
     with autocast:
         out = (shared_rewards if config.prefix_sharing else forward_rewards)(model, sequences, world.device)
-    gathered = gather_with_grad(out[: len(local)], counts, world)
-    parts = bt_loss(gathered, pairs_in_batch(batch, data.pairs, data.group_of), config.reg_coef, config.margin)
+    gathered = gather_with_grad(out[: len(local)], forward.counts, world)
+    parts = bt_loss(gathered, pairs_in_batch(everything, data.pairs, group_of), config.reg_coef, config.margin)
     return parts, out.sum() * 0.0, sum(len(s) for s in sequences) if local else 0
 
 
-def batches_from(
-    data: Dataset, plan: Plan, config: TrainConfig, epoch: int, start: int
-) -> Iterator[tuple[int, int, list[list[int]]]]:
-    """(epoch, next batch index, accumulation group) from a position on, epoch after epoch."""
-    sampler = SamplerConfig(plan.forward_batch, config.seed)
+def steps_from(
+    data: Dataset, plan: Plan, config: TrainConfig, world: World, epoch: int, start: int
+) -> Iterator[tuple[int, int, list[Forward]]]:
+    """(epoch, next batch index, the step's forwards) from a position on, epoch after epoch."""
+    sampler = SamplerConfig(plan.sampler_batch, config.seed)
+    group_of = data.group_of
+    per_step = 1 if plan.budget else config.grad_accum_steps
+    if plan.budget is not None:
+        lengths = [len(e.input_ids) for e in data.examples]
+        prefixes = shared_prefixes([e.input_ids for e in data.examples], data.groups)
+        measure = layout_tokens(lengths, group_of, prefixes, config.prefix_sharing)
     while True:
         batches = epoch_batches(data.groups, data.pairs, sampler, epoch)
-        for i in range(start, len(batches), config.grad_accum_steps):
-            yield epoch, i + config.grad_accum_steps, batches[i : i + config.grad_accum_steps]
+        for i in range(start, len(batches), per_step):
+            if plan.budget is not None:
+                forwards = split_step(batches[i], group_of, world.size, plan.budget, measure)
+            else:
+                forwards = [Forward.even(b, world.size) for b in batches[i : i + per_step]]
+            yield epoch, i + per_step, forwards
         epoch, start = epoch + 1, 0
 
 
@@ -145,74 +190,75 @@ def train(config: TrainConfig) -> TrainResult:
 
 
 def _train(config: TrainConfig, world: World) -> TrainResult:
+    startup = Startup()
     torch.manual_seed(config.seed)
     base, tokenizer = load_model(config.model, trust_remote_code=config.trust_remote_code)
     base.to(world.device)
+    startup.mark("model")
     data = load_data(config, tokenizer)
+    startup.mark("data")
     plan = make_plan(config, data, world)
     model = wrap(base, config, world)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = make_optimizer(model, config, world)
     warmup = int(plan.total_steps * config.warmup_ratio)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, cosine_with_warmup(plan.total_steps, warmup))
     out = Path(config.out_dir)
-    position = {"step": 0, "epoch": 0, "batch": 0}
+    position: dict[str, Any] = {"step": 0, "epoch": 0, "batch": 0}
     if config.resume and (last := checkpoint.latest(out)) is not None:
         position = checkpoint.load(last, model, optimizer, scheduler)
+        check_resume(position, plan, last)
         log.info("resumed from %s", last)
     if world.is_main:
         out.mkdir(parents=True, exist_ok=True)
         report_data(data, config.max_length)
     metrics_log = out / "metrics.jsonl"
     step, loss_value, result, interrupted = position["step"], float("nan"), None, False
-    stream = batches_from(data, plan, config, position["epoch"], position["batch"])
+    stream = steps_from(data, plan, config, world, position["epoch"], position["batch"])
+    group_of = data.group_of
+    steps = StepLog()
     with Progress(plan.total_steps, step, world.is_main and config.progress, config.log_every) as progress:
         while step < plan.total_steps and not interrupted:
-            started = time.perf_counter()
-            epoch, next_batch, group = next(stream)
-            totals = {"loss": 0.0, "bt": 0.0, "reg": 0.0, "pairs": 0, "tokens": 0, "responses": 0}
-            for k, batch in enumerate(group):
-                with sync_gradients(model, sync=k == len(group) - 1):
-                    parts, keep_graph, tokens = forward_loss(model, data, batch, config, world)
-                    ((parts.loss + keep_graph) / len(group)).backward()
-                totals["loss"] += parts.loss.item() / len(group)
-                totals["bt"] += parts.bt.item() / len(group)
-                totals["reg"] += parts.reg.item() / len(group)
-                totals["pairs"] += parts.pairs
-                totals["tokens"] += tokens
-                totals["responses"] += len(batch)
+            epoch, next_batch, forwards = next(stream)
+            totals = Totals()
+            for k, forward in enumerate(forwards):
+                with sync_gradients(model, sync=k == len(forwards) - 1):
+                    parts, keep_graph, tokens = forward_loss(model, data, forward, group_of, config, world)
+                    ((parts.loss + keep_graph) / len(forwards)).backward()
+                totals.add(parts, 1 / len(forwards), tokens, len(forward.ids))
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
             optimizer.step()
             scheduler.step()
+            lr = float(scheduler.get_last_lr()[0])
             optimizer.zero_grad(set_to_none=True)
             step += 1
-            loss_value = totals["loss"]
-            elapsed = time.perf_counter() - started
-            record: dict[str, Any] = {
-                "step": step,
-                "total_steps": plan.total_steps,  # the training service reports progress as step/total_steps
-                "epoch": epoch,
-                **totals,
-                "lr": scheduler.get_last_lr()[0],
-                "grad_norm": float(grad_norm),
-                "seconds": elapsed,
-                "tokens_per_s": totals["tokens"] / elapsed,
-            }
-            progress.update(step, epoch, loss_value, record["lr"])
+            # total_steps: the training service reports progress as step/total_steps
+            steps.add(totals.record(step=step, total_steps=plan.total_steps, epoch=epoch, lr=lr, grad_norm=grad_norm))
             done = step == plan.total_steps
-            if config.eval_files and (done or (config.eval_every and step % config.eval_every == 0)):
+            evaluate = bool(config.eval_files) and (done or bool(config.eval_every and step % config.eval_every == 0))
+            interrupted = bool(config.stop_after) and step >= config.stop_after and not done
+            save = done or interrupted or bool(config.save_every and step % config.save_every == 0)
+            if not (evaluate or save or progress.due(step) or startup.first_step is None):
+                progress.update(step, epoch, None, lr)
+                continue
+            records = steps.flush()  # the one wait for the device since the last flush
+            if startup.first_step is None:
+                startup.mark("first_step")
+                records[0]["startup"] = startup.seconds()
+            loss_value = float(records[-1]["loss"])
+            progress.update(step, epoch, loss_value, lr)
+            if evaluate:
                 options = EvalOptions(ece_bins=config.eval_ece_bins)
                 result = evaluate_model(
                     base, tokenizer, config.eval_files, world, config.max_length, options, config.prefix_sharing
                 )
-                record["eval"] = to_json(result)
+                records[-1]["eval"] = to_json(result)
                 if world.is_main:
                     report_eval(step, result)
             if world.is_main:
                 with metrics_log.open("a", encoding="utf-8") as f:
-                    f.write(json.dumps(record, ensure_ascii=False) + "\n")
-            interrupted = bool(config.stop_after) and step >= config.stop_after and not done
-            if done or interrupted or (config.save_every and step % config.save_every == 0):
-                position = {"step": step, "epoch": epoch, "batch": next_batch}
+                    f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+            if save:
+                position = {"step": step, "epoch": epoch, "batch": next_batch, "batching": plan.signature}
                 checkpoint.save(
                     checkpoint.checkpoint_dir(out, step),
                     model,
@@ -227,7 +273,8 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
     if world.is_main:
         overall = result.overall if result else None
         resume = checkpoint.checkpoint_dir(out, step)
-        log.info("%s", summary(describe_data(data, config.max_length), step, loss_value, overall, model_dir, resume))
+        closing = summary(describe_data(data, config.max_length), step, loss_value, overall, model_dir, resume)
+        log.info("%s\n  %s", closing, startup.describe())
     return TrainResult(step, loss_value, result, model_dir, data.stats)
 
 

@@ -15,12 +15,12 @@ from safetensors.torch import load_file
 from cheems.errors import ConfigError
 from cheems.forward import shared_rewards
 from cheems.model import load_model
+from tests.trainer.test_train import synthetic_bench
 from trainer.config import TrainConfig
 from trainer.loss import bt_loss
 from trainer.microbatch import Forward
 from trainer.sampler import SamplerConfig, epoch_batches, pairs_in_batch
 from trainer.train import load_data, train
-from tests.trainer.test_train import synthetic_bench
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
@@ -128,4 +128,3 @@ def test_compiled_training_matches_eager(tiny: Path, data_file: Path, tmp_path: 
     assert [r["loss"] for r in log_of(tmp_path / "compiled")] == pytest.approx(
         [r["loss"] for r in log_of(tmp_path / "eager")], abs=1e-4
     )
-

@@ -7,6 +7,7 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -43,7 +44,7 @@ def config(tiny: Path, data: Path, out: Path, **changes: object) -> TrainConfig:
     return TrainConfig(**{**settings, **changes})  # type: ignore[arg-type]
 
 
-def log_of(out: Path) -> list[dict]:  # type: ignore[type-arg]
+def log_of(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
 
 

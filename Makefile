@@ -107,6 +107,7 @@ bench: setup
 	$(BIN)/python bench/prefix_bench.py
 	$(BIN)/python bench/triton_requests_bench.py
 	$(BIN)/python bench/gpu_bench.py
+	$(BIN)/python bench/train_bench.py
 
 lock: setup
 	{ echo '# Full dependency tree, pinned. Regenerate with `make lock` after changing pyproject.toml.'; \

@@ -17,6 +17,7 @@ import torch
 
 from cheems.model import head_of
 from cheems.packing import Cost, Packed, Row, lay_out, plan_rows
+from cheems.transfer import to_device
 
 MAX_BATCH_TOKENS = 32768  # padded tokens per forward in `score_in_groups`
 
@@ -40,7 +41,7 @@ def forward_rewards(model: Any, sequences: Sequence[Sequence[int]], device: torc
     """Scalar reward of each token sequence: the head at its last token, as float32. DDP-wrapped models work."""
     ids, mask = pad_batch(sequences, unwrapped(model).config.pad_token_id)
     # no KV cache: a reward is one forward, and the cache of every layer would be written for nothing
-    logits = model(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False).logits
+    logits = model(input_ids=to_device(ids, device), attention_mask=to_device(mask, device), use_cache=False).logits
     return logits[:, 0].float()
 
 

@@ -72,14 +72,14 @@ def score_in_groups(
 
     `share`: sequences with a common prefix worth sharing go in packed rows (`cheems.packing`); the
     rest, and everything when the model cannot take a packed row's mask, as they are."""
-    return score_rows(model, sequences, plan(model, sequences, share), max_batch, device, max_tokens)
+    return score_rows(model, sequences, plan(model, sequences, share, device), max_batch, device, max_tokens)
 
 
-def plan(model: Any, sequences: Sequence[Sequence[int]], share: bool) -> list[Row]:
-    """The rows `score_rows` runs: packed where sharing pays (`share` and a model that takes the mask), else
-    every sequence a row of its own."""
+def plan(model: Any, sequences: Sequence[Sequence[int]], share: bool, device: torch.device | str = "cpu") -> list[Row]:
+    """The rows `score_rows` runs on `device`: packed where sharing pays (`share` and a model that takes the mask;
+    priced for its attention kernel there), else every sequence a row of its own."""
     if share and can_share(model):
-        return plan_rows(sequences, Cost.of(unwrapped(model).config))
+        return plan_rows(sequences, cost_of(model, device))
     return [Row(len(s) - 1, (i,)) for i, s in enumerate(sequences)]
 
 
@@ -125,12 +125,24 @@ def unwrapped(model: Any) -> Any:
     return getattr(model, "module", model)
 
 
-SHARING_ATTENTION = {"sdpa", "eager"}  # take an arbitrary 4D mask; flash attention does not
+# take a packed row's mask (a dense 4D one, or flex's BlockMask); flash_attention_2 takes none, so its rows are
+# never packed (packing for it would need its varlen interface, which this does not implement)
+SHARING_ATTENTION = {"sdpa", "eager", "flex_attention"}
+
+
+def attention_of(model: Any) -> str:
+    """The transformers attention implementation `model` runs ("sdpa", "flex_attention", ...)."""
+    return str(getattr(unwrapped(model).config, "_attn_implementation", None) or "sdpa")
 
 
 def can_share(model: Any) -> bool:
-    """Whether `model` takes the packed rows' 4D attention mask and position ids."""
-    return getattr(unwrapped(model).config, "_attn_implementation", None) in SHARING_ATTENTION
+    """Whether `model` takes the packed rows' attention mask and position ids."""
+    return attention_of(model) in SHARING_ATTENTION
+
+
+def cost_of(model: Any, device: torch.device | str) -> Cost:
+    """The packing cost of `model` on `device`: its shape, priced for its attention kernel there."""
+    return Cost.of(unwrapped(model).config, attention_of(model), torch.device(device).type)
 
 
 def shared_rewards(model: Any, sequences: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> torch.Tensor:
@@ -138,7 +150,7 @@ def shared_rewards(model: Any, sequences: Sequence[Sequence[int]], device: torch
     input order, with gradients."""
     if not can_share(model):
         return forward_rewards(model, sequences, device)
-    rows = plan_rows(sequences, Cost.of(unwrapped(model).config))
+    rows = plan_rows(sequences, cost_of(model, device))
     if all(len(r.members) == 1 for r in rows):  # nothing worth sharing: the plain forward, not a 4D mask
         return forward_rewards(model, sequences, device)
     values = packed_rewards(model, sequences, rows, device)
@@ -151,19 +163,14 @@ def packed_rewards(
 ) -> torch.Tensor:
     """Rewards of the rows' members, row by row and member by member, from one forward over the rows.
 
-    Each row is right-padded; its mask lets a member's tokens see the prefix and, causally, their own
-    segment; padding sees only itself. The model runs through its own forward (so DDP and FSDP hooks
-    run) and the head's per-token output is taken on its way out."""
+    Each row is right-padded; its mask (`row_mask`, in the form the model's attention takes) lets a member's
+    tokens see the prefix and, causally, their own segment; padding sees earlier padding and itself. The model
+    runs through its own forward (so DDP and FSDP hooks run) and the head's per-token output is taken on its
+    way out."""
     packed = [lay_out(r, sequences) for r in rows]
     inner = unwrapped(model)
-    ids, positions, allowed = _row_tensors(packed, inner.config.pad_token_id, device)
-    if inner.config._attn_implementation == "eager":  # eager adds the mask to the scores
-        dtype = next(inner.parameters()).dtype
-        mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
-            ~allowed, torch.finfo(dtype).min
-        )
-    else:
-        mask = allowed
+    ids, positions, segments = _row_tensors(packed, inner.config.pad_token_id, device)
+    mask = row_mask(segments, attention_of(model), next(inner.parameters()).dtype)
     per_token: list[torch.Tensor] = []
     hook = head_of(inner).register_forward_hook(lambda _m, _i, output: per_token.append(output))
     try:
@@ -178,8 +185,7 @@ def packed_rewards(
 def _row_tensors(
     packed: Sequence[Packed], pad_id: int, device: torch.device | str
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """input_ids and position_ids [rows, L], and the boolean attention mask [rows, 1, L, L], on `device`
-    (the L x L mask is built there, not copied there)."""
+    """input_ids, position_ids and segments (-1: padding) [rows, L], on `device`."""
     longest = max(len(p.input_ids) for p in packed)
     ids = torch.full((len(packed), longest), pad_id, dtype=torch.long)
     positions = torch.zeros((len(packed), longest), dtype=torch.long)
@@ -189,10 +195,41 @@ def _row_tensors(
         ids[row, :n] = torch.as_tensor(p.input_ids)
         positions[row, :n] = torch.as_tensor(p.positions)
         segments[row, :n] = torch.as_tensor(p.segments)
-    segments = segments.to(device)
-    index = torch.arange(longest, device=device)
-    causal = index[None, :] <= index[:, None]  # [query, key]
-    query, key = segments[:, :, None], segments[:, None, :]
-    visible = (key == 0) & (query >= 0) | (key == query)
-    allowed = causal[None] & visible  # padding (segment -1) sees earlier padding and itself: no empty row
-    return ids.to(device), positions.to(device), allowed[:, None]
+    return ids.to(device), positions.to(device), segments.to(device)
+
+
+def row_mask(segments: torch.Tensor, attention: str, dtype: torch.dtype) -> Any:
+    """The packed rows' attention mask, as `attention` takes it (built on the segments' device, not copied there):
+    a BlockMask for flex_attention, the boolean [rows, 1, L, L] for sdpa, that as additive `dtype` for eager."""
+    if attention == "flex_attention":
+        return block_mask(segments)
+    index = torch.arange(segments.shape[1], device=segments.device)
+    allowed = visible(segments[:, None, :, None], segments[:, None, None, :], index[:, None], index[None, :])
+    if attention == "eager":  # eager adds the mask to the scores
+        return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
+            ~allowed, torch.finfo(dtype).min
+        )
+    return allowed
+
+
+def visible(query: torch.Tensor, key: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Whether the token at `q` of segment `query` sees the one at `k` of segment `key`: causally, the prefix
+    (segment 0) and its own segment. Padding (segment -1) sees earlier padding and itself: no row is empty."""
+    return (k <= q) & (((key == 0) & (query >= 0)) | (key == query))
+
+
+FLEX_BLOCK = 128  # FlexAttention's default block size
+
+
+def block_mask(segments: torch.Tensor) -> Any:
+    """A FlexAttention BlockMask of `visible` over `segments` [rows, L]: blocks nobody sees are skipped."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    rows, length = segments.shape
+    # the kernel may ask about indices past L in a row's last block: padding to whole blocks keeps them in range
+    padded = torch.nn.functional.pad(segments, (0, -length % FLEX_BLOCK), value=-1)
+
+    def mask_mod(b: torch.Tensor, _h: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return visible(padded[b, q], padded[b, k], q, k)
+
+    return create_block_mask(mask_mod, rows, None, length, length, device=segments.device)

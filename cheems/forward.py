@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from cheems.masks import block_mask, dense_mask
 from cheems.model import head_of
 from cheems.packing import Cost, Packed, Row, lay_out, plan_rows
 
@@ -37,7 +38,12 @@ def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Te
 
 
 def forward_rewards(model: Any, sequences: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> torch.Tensor:
-    """Scalar reward of each token sequence: the head at its last token, as float32. DDP-wrapped models work."""
+    """Scalar reward of each token sequence: the head at its last token, as float32. DDP-wrapped models work.
+
+    Under FlexAttention the sequences go end to end in one row (`packed_rewards`): transformers' own flex path
+    compiles again for each new batch shape (5-10 s a forward on the CPU here) and pads."""
+    if attention_of(model) == "flex_attention":
+        return packed_rewards(model, sequences, [Row(len(s) - 1, (i,)) for i, s in enumerate(sequences)], device)
     ids, mask = pad_batch(sequences, unwrapped(model).config.pad_token_id)
     # no KV cache: a reward is one forward, and the cache of every layer would be written for nothing
     logits = model(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False).logits
@@ -93,12 +99,14 @@ def score_rows(
     stop: Callable[[], bool] | None = None,
 ) -> list[float]:
     """Rewards of `sequences` laid out as `rows` (every index in exactly one), in input order: packed rows in
-    length groups of their own (their 4D mask), single sequences in plain right-padded length groups; a group
+    length groups of their own (their mask), single sequences in plain right-padded length groups (under
+    FlexAttention with the packed rows, end to end); a group
     holds at most `max_batch` rows and `max_tokens` padded tokens. `stop()` is asked before each forward; when
     it says so, `Interrupted` is raised (the caller has gone: the forwards left are not run)."""
     out = [0.0] * len(sequences)
-    packs = [r for r in rows if len(r.members) > 1]
-    alone = [r.members[0] for r in rows if len(r.members) == 1]
+    flat = attention_of(model) == "flex_attention"  # every row goes end to end with the others (`forward_rewards`)
+    packs = [r for r in rows if len(r.members) > 1 or flat]
+    alone = [r.members[0] for r in rows if len(r.members) == 1 and not flat]
 
     def check() -> None:
         if stop is not None and stop():
@@ -169,23 +177,44 @@ def packed_rewards(
     way out."""
     packed = [lay_out(r, sequences) for r in rows]
     inner = unwrapped(model)
-    ids, positions, segments = _row_tensors(packed, inner.config.pad_token_id, device)
-    mask = row_mask(segments, attention_of(model), next(inner.parameters()).dtype)
+    if attention_of(model) == "flex_attention":
+        ids, positions, mask, rows_index, reads = _end_to_end(packed, device)
+    else:
+        ids, positions, segments = _row_tensors(packed, inner.config.pad_token_id, device)
+        mask = dense_mask(segments, next(inner.parameters()).dtype if attention_of(model) == "eager" else None)
+        rows_index = torch.as_tensor([r for r, p in enumerate(packed) for _ in p.reads], dtype=torch.long)
+        reads = torch.as_tensor([i for p in packed for i in p.reads], dtype=torch.long)
     per_token: list[torch.Tensor] = []
     hook = head_of(inner).register_forward_hook(lambda _m, _i, output: per_token.append(output))
     try:
         model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
     finally:
         hook.remove()
-    rows_index = torch.as_tensor([r for r, p in enumerate(packed) for _ in p.reads], dtype=torch.long)
-    reads = torch.as_tensor([i for p in packed for i in p.reads], dtype=torch.long)
     return per_token[-1][rows_index.to(device), reads.to(device), 0].float()
+
+
+def _end_to_end(
+    packed: Sequence[Packed], device: torch.device | str
+) -> tuple[torch.Tensor, torch.Tensor, Any, torch.Tensor, torch.Tensor]:
+    """For FlexAttention: the rows one after another in a single row (no padding; a block mask keeps each row to
+    itself), so every forward has a batch of one (torch 2.13's CPU FlexAttention fails to compile when the batch
+    size changes between calls). input_ids, position_ids, BlockMask, and the (row 0, token) of each read."""
+    ids = torch.as_tensor([t for p in packed for t in p.input_ids], dtype=torch.long, device=device)[None]
+    positions = torch.as_tensor([t for p in packed for t in p.positions], dtype=torch.long, device=device)[None]
+    owners = torch.as_tensor([r for r, p in enumerate(packed) for _ in p.input_ids], dtype=torch.long)
+    segments = torch.as_tensor([s for p in packed for s in p.segments], dtype=torch.long)
+    starts = [0]
+    for p in packed[:-1]:
+        starts.append(starts[-1] + len(p.input_ids))
+    reads = torch.as_tensor([start + i for start, p in zip(starts, packed, strict=True) for i in p.reads])
+    mask = block_mask(owners.to(device), segments.to(device))
+    return ids, positions, mask, torch.zeros_like(reads), reads
 
 
 def _row_tensors(
     packed: Sequence[Packed], pad_id: int, device: torch.device | str
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """input_ids, position_ids and segments (-1: padding) [rows, L], on `device`."""
+    """Right-padded input_ids, position_ids and segments (-1: padding) [rows, L], on `device`."""
     longest = max(len(p.input_ids) for p in packed)
     ids = torch.full((len(packed), longest), pad_id, dtype=torch.long)
     positions = torch.zeros((len(packed), longest), dtype=torch.long)
@@ -196,40 +225,3 @@ def _row_tensors(
         positions[row, :n] = torch.as_tensor(p.positions)
         segments[row, :n] = torch.as_tensor(p.segments)
     return ids.to(device), positions.to(device), segments.to(device)
-
-
-def row_mask(segments: torch.Tensor, attention: str, dtype: torch.dtype) -> Any:
-    """The packed rows' attention mask, as `attention` takes it (built on the segments' device, not copied there):
-    a BlockMask for flex_attention, the boolean [rows, 1, L, L] for sdpa, that as additive `dtype` for eager."""
-    if attention == "flex_attention":
-        return block_mask(segments)
-    index = torch.arange(segments.shape[1], device=segments.device)
-    allowed = visible(segments[:, None, :, None], segments[:, None, None, :], index[:, None], index[None, :])
-    if attention == "eager":  # eager adds the mask to the scores
-        return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
-            ~allowed, torch.finfo(dtype).min
-        )
-    return allowed
-
-
-def visible(query: torch.Tensor, key: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """Whether the token at `q` of segment `query` sees the one at `k` of segment `key`: causally, the prefix
-    (segment 0) and its own segment. Padding (segment -1) sees earlier padding and itself: no row is empty."""
-    return (k <= q) & (((key == 0) & (query >= 0)) | (key == query))
-
-
-FLEX_BLOCK = 128  # FlexAttention's default block size
-
-
-def block_mask(segments: torch.Tensor) -> Any:
-    """A FlexAttention BlockMask of `visible` over `segments` [rows, L]: blocks nobody sees are skipped."""
-    from torch.nn.attention.flex_attention import create_block_mask
-
-    rows, length = segments.shape
-    # the kernel may ask about indices past L in a row's last block: padding to whole blocks keeps them in range
-    padded = torch.nn.functional.pad(segments, (0, -length % FLEX_BLOCK), value=-1)
-
-    def mask_mod(b: torch.Tensor, _h: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        return visible(padded[b, q], padded[b, k], q, k)
-
-    return create_block_mask(mask_mod, rows, None, length, length, device=segments.device)

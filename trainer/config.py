@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from cheems.attention import ATTENTIONS
 from cheems.formats.layouts import PARSERS
 from trainer.data import LengthPolicy
 
@@ -40,6 +41,7 @@ class TrainConfig:
     gradient_checkpointing: bool = False
     fsdp: bool = False  # shard parameters (large models on GPUs); DDP otherwise
     prefix_sharing: bool = True  # a prompt's responses in one packed sequence, prompt computed once (exact)
+    attn_implementation: str = "auto"  # cheems.attention: auto (flex_attention on CUDA, sdpa on CPU), sdpa, ...
     eval_every: int = 0  # optimizer steps; 0 = at the end only
     eval_ece_bins: int = 5  # bins of the calibration error in evaluations during training
     save_every: int = 0  # optimizer steps; 0 = at the end only
@@ -65,6 +67,10 @@ class TrainConfig:
             raise ValueError(f"train_format must be one of {', '.join(PARSERS)} (or empty), got {self.train_format!r}")
         if self.length_policy not in {p.value for p in LengthPolicy}:
             raise ValueError(f"length_policy must be drop, left or right, got {self.length_policy!r}")
+        if self.attn_implementation not in ATTENTIONS:
+            raise ValueError(
+                f"attn_implementation must be one of {', '.join(ATTENTIONS)}, got {self.attn_implementation!r}"
+            )
         if not self.reg_coef >= 0:
             raise ValueError(f"reg_coef must be >= 0, got {self.reg_coef}")
 

@@ -146,7 +146,13 @@ def train(config: TrainConfig) -> TrainResult:
 
 def _train(config: TrainConfig, world: World) -> TrainResult:
     torch.manual_seed(config.seed)
-    base, tokenizer = load_model(config.model, trust_remote_code=config.trust_remote_code)
+    base, tokenizer = load_model(
+        config.model,
+        trust_remote_code=config.trust_remote_code,
+        attn_implementation=config.attn_implementation,
+        device=str(world.device),
+        training=True,
+    )
     base.to(world.device)
     data = load_data(config, tokenizer)
     plan = make_plan(config, data, world)

@@ -50,22 +50,24 @@ class Kernel:
     row: float = 0.0
 
 
-# Per (device type, attention). Numbers are times relative to the multiply-adds `Cost.of` counts, so only the
-# ratios of one line matter against the linear work. Sources:
-#   cpu: measured here, 2 cores, torch 2.13, a hidden 256 / 4 layer Qwen2 RM, forwards under no_grad:
-#        `python bench/attention_bench.py` (README, Performance). On the CPU an unpadded batch takes SDPA's
-#        causal kernel, a padded one a mask, so an unpacked cell costs about what a packed one does.
-#   cuda: documented, not measured in this repository: the H200 figures of issue 30 (Qwen2.5-0.5B shape,
-#        bf16, forward + backward, CheemsBench-like 150 + 5 x 400 and RLHF-like 1,000 + 8 x 40 tokens):
-#        unshared / shared = 0.94 and 4.62 with SDPA's dense mask, 1.08 and 4.37 with FlexAttention, and a
-#        whole training step 1.6x slower shared with the dense mask. A masked SDPA cell costs ~1.6-4.3 causal
-#        flash cells on those figures (3 keeps the CheemsBench shape apart), a FlexAttention cell ~6-7.
+# Per (device type, attention). Numbers are times relative to the multiply-adds `Cost.of` counts (1.0: an attention
+# multiply-add costs what a linear one does). Sources:
+#   cpu: measured here (2 cores, torch 2.13, fp32, a hidden 256 / 4 layer Qwen2 RM, forwards under no_grad):
+#        `cd bench && python attention_bench.py`; each line fitted to its unshared and shared times on both shapes.
+#        Measured unshared/shared, forward: sdpa 5.67x RLHF-like, 0.60x CheemsBench-like; eager 5.24x, 0.35x;
+#        flex 3.10x, 2.89x (CPU flex is slow per cell and block-granular: its line is a rough fit). Forward +
+#        backward (`--train`): sdpa 4.42x, 0.86x.
+#   cuda: documented, NOT measured in this repository: the H200 figures of issue 30 (Qwen2.5-0.5B shape, bf16,
+#        forward + backward, CheemsBench-like 150 + 5 x 400 and RLHF-like 1,000 + 8 x 40 tokens): unshared /
+#        shared = 0.94x and 4.62x with SDPA's dense mask, 1.08x and 4.37x with FlexAttention, and a whole
+#        training step 1.6x slower shared with the dense mask. On those, a masked SDPA cell costs ~1.6-4.3 causal
+#        flash cells (3 keeps the CheemsBench shape apart), a FlexAttention cell ~6-7; to be measured on a GPU.
 KERNELS: dict[tuple[str, str], Kernel] = {
-    ("cpu", "sdpa"): Kernel(causal=2.0, packed=1.0),
-    ("cpu", "eager"): Kernel(causal=2.0, packed=1.0),
-    ("cpu", "flex_attention"): Kernel(causal=2.0, packed=2.0, sparse=True),
+    ("cpu", "sdpa"): Kernel(causal=4.0, packed=1.8),
+    ("cpu", "eager"): Kernel(causal=11.0, packed=6.1),
+    ("cpu", "flex_attention"): Kernel(causal=50.0, packed=40.0, sparse=True),
     ("cuda", "sdpa"): Kernel(causal=1.0, packed=3.0),
-    ("cuda", "eager"): Kernel(causal=2.0, packed=1.0),
+    ("cuda", "eager"): Kernel(causal=2.0, packed=1.0),  # a guess: eager computes all L x L cells, packed or not
     ("cuda", "flex_attention"): Kernel(causal=6.0, packed=6.0, sparse=True),
 }
 

@@ -16,7 +16,8 @@ packed rows need a mask that is neither causal nor padding:
   flash_attention_2  cannot take a packed row's mask: prefix sharing is off with it (`cheems.forward.can_share`)
 
 `auto` is FlexAttention on a CUDA device (when torch has it and Triton to compile it), SDPA elsewhere: on the CPU
-FlexAttention has no backward, and its forward is no faster than SDPA there. A name the device cannot run is
+FlexAttention has no backward, and its forward was several times slower than SDPA's there
+(`bench/attention_bench.py`). A name the device cannot run is
 refused before anything loads, with one line naming it.
 """
 

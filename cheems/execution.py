@@ -6,7 +6,8 @@
 
 One object for every place that runs a model to score (the scorer's torch backend, the infer function of the
 Triton it starts, the Python-backend model `cheems export-triton` writes), so a dtype or a limit means the same
-wherever the model runs. `cheems.precision.resolve_dtype` turns a command line's dtype name into `dtype`.
+wherever the model runs. `cheems.precision.resolve_dtype` turns a command line's dtype name into `dtype`, and
+`cheems.attention.resolve_attention` its attention name into `attention`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class Execution:
     share: bool = False  # pack sequences with a common prefix (where the model's attention takes the mask)
     max_sequences: int = 64  # rows of one forward
     max_tokens: int = MAX_BATCH_TOKENS  # padded tokens of one forward
+    attention: str = "sdpa"  # transformers' attn_implementation, resolved (`cheems.attention.resolve_attention`)
 
     def __post_init__(self) -> None:
         for name in ("max_sequences", "max_tokens"):
@@ -43,7 +45,9 @@ class Execution:
         """The checkpoint's model on the device, in the dtype, in eval mode (`tokenizer`: see `load_model`)."""
         from cheems.model import load_model
 
-        model, _ = load_model(path, dtype=self.dtype, tokenizer=tokenizer)
+        model, _ = load_model(
+            path, dtype=self.dtype, tokenizer=tokenizer, attn_implementation=self.attention, device=self.device
+        )
         return model.to(self.device).eval()
 
     def score(self, model: Any, sequences: Sequence[Sequence[int]]) -> list[float]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from cheems.masks import block_mask, dense_mask
 from cheems.model import head_of
 from cheems.packing import Cost, Packed, Row, lay_out, plan_rows
 from cheems.transfer import to_device
@@ -38,7 +39,12 @@ def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Te
 
 
 def forward_rewards(model: Any, sequences: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> torch.Tensor:
-    """Scalar reward of each token sequence: the head at its last token, as float32. DDP-wrapped models work."""
+    """Scalar reward of each token sequence: the head at its last token, as float32. DDP-wrapped models work.
+
+    Under FlexAttention the sequences go end to end in one row (`packed_rewards`): transformers' own flex path
+    compiles again for each new batch shape (5-10 s a forward on the CPU here) and pads."""
+    if attention_of(model) == "flex_attention":
+        return packed_rewards(model, sequences, [Row(len(s) - 1, (i,)) for i, s in enumerate(sequences)], device)
     ids, mask = pad_batch(sequences, unwrapped(model).config.pad_token_id)
     # no KV cache: a reward is one forward, and the cache of every layer would be written for nothing
     logits = model(input_ids=to_device(ids, device), attention_mask=to_device(mask, device), use_cache=False).logits
@@ -73,14 +79,14 @@ def score_in_groups(
 
     `share`: sequences with a common prefix worth sharing go in packed rows (`cheems.packing`); the
     rest, and everything when the model cannot take a packed row's mask, as they are."""
-    return score_rows(model, sequences, plan(model, sequences, share), max_batch, device, max_tokens)
+    return score_rows(model, sequences, plan(model, sequences, share, device), max_batch, device, max_tokens)
 
 
-def plan(model: Any, sequences: Sequence[Sequence[int]], share: bool) -> list[Row]:
-    """The rows `score_rows` runs: packed where sharing pays (`share` and a model that takes the mask), else
-    every sequence a row of its own."""
+def plan(model: Any, sequences: Sequence[Sequence[int]], share: bool, device: torch.device | str = "cpu") -> list[Row]:
+    """The rows `score_rows` runs on `device`: packed where sharing pays (`share` and a model that takes the mask;
+    priced for its attention kernel there), else every sequence a row of its own."""
     if share and can_share(model):
-        return plan_rows(sequences, Cost.of(unwrapped(model).config))
+        return plan_rows(sequences, cost_of(model, device))
     return [Row(len(s) - 1, (i,)) for i, s in enumerate(sequences)]
 
 
@@ -94,12 +100,14 @@ def score_rows(
     stop: Callable[[], bool] | None = None,
 ) -> list[float]:
     """Rewards of `sequences` laid out as `rows` (every index in exactly one), in input order: packed rows in
-    length groups of their own (their 4D mask), single sequences in plain right-padded length groups; a group
+    length groups of their own (their mask), single sequences in plain right-padded length groups (under
+    FlexAttention with the packed rows, end to end); a group
     holds at most `max_batch` rows and `max_tokens` padded tokens. `stop()` is asked before each forward; when
     it says so, `Interrupted` is raised (the caller has gone: the forwards left are not run)."""
     out = [0.0] * len(sequences)
-    packs = [r for r in rows if len(r.members) > 1]
-    alone = [r.members[0] for r in rows if len(r.members) == 1]
+    flat = attention_of(model) == "flex_attention"  # every row goes end to end with the others (`forward_rewards`)
+    packs = [r for r in rows if len(r.members) > 1 or flat]
+    alone = [r.members[0] for r in rows if len(r.members) == 1 and not flat]
 
     def check() -> None:
         if stop is not None and stop():
@@ -126,12 +134,24 @@ def unwrapped(model: Any) -> Any:
     return getattr(model, "module", model)
 
 
-SHARING_ATTENTION = {"sdpa", "eager"}  # take an arbitrary 4D mask; flash attention does not
+# take a packed row's mask (a dense 4D one, or flex's BlockMask); flash_attention_2 takes none, so its rows are
+# never packed (packing for it would need its varlen interface, which this does not implement)
+SHARING_ATTENTION = {"sdpa", "eager", "flex_attention"}
+
+
+def attention_of(model: Any) -> str:
+    """The transformers attention implementation `model` runs ("sdpa", "flex_attention", ...)."""
+    return str(getattr(unwrapped(model).config, "_attn_implementation", None) or "sdpa")
 
 
 def can_share(model: Any) -> bool:
-    """Whether `model` takes the packed rows' 4D attention mask and position ids."""
-    return getattr(unwrapped(model).config, "_attn_implementation", None) in SHARING_ATTENTION
+    """Whether `model` takes the packed rows' attention mask and position ids."""
+    return attention_of(model) in SHARING_ATTENTION
+
+
+def cost_of(model: Any, device: torch.device | str) -> Cost:
+    """The packing cost of `model` on `device`: its shape, priced for its attention kernel there."""
+    return Cost.of(unwrapped(model).config, attention_of(model), torch.device(device).type)
 
 
 def shared_rewards(model: Any, sequences: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> torch.Tensor:
@@ -139,7 +159,7 @@ def shared_rewards(model: Any, sequences: Sequence[Sequence[int]], device: torch
     input order, with gradients."""
     if not can_share(model):
         return forward_rewards(model, sequences, device)
-    rows = plan_rows(sequences, Cost.of(unwrapped(model).config))
+    rows = plan_rows(sequences, cost_of(model, device))
     if all(len(r.members) == 1 for r in rows):  # nothing worth sharing: the plain forward, not a 4D mask
         return forward_rewards(model, sequences, device)
     values = packed_rewards(model, sequences, rows, device)
@@ -152,35 +172,50 @@ def packed_rewards(
 ) -> torch.Tensor:
     """Rewards of the rows' members, row by row and member by member, from one forward over the rows.
 
-    Each row is right-padded; its mask lets a member's tokens see the prefix and, causally, their own
-    segment; padding sees only itself. The model runs through its own forward (so DDP and FSDP hooks
-    run) and the head's per-token output is taken on its way out."""
+    Each row is right-padded; its mask (`row_mask`, in the form the model's attention takes) lets a member's
+    tokens see the prefix and, causally, their own segment; padding sees earlier padding and itself. The model
+    runs through its own forward (so DDP and FSDP hooks run) and the head's per-token output is taken on its
+    way out."""
     packed = [lay_out(r, sequences) for r in rows]
     inner = unwrapped(model)
-    ids, positions, allowed = _row_tensors(packed, inner.config.pad_token_id, device)
-    if inner.config._attn_implementation == "eager":  # eager adds the mask to the scores
-        dtype = next(inner.parameters()).dtype
-        mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
-            ~allowed, torch.finfo(dtype).min
-        )
+    if attention_of(model) == "flex_attention":
+        ids, positions, mask, rows_index, reads = _end_to_end(packed, device)
     else:
-        mask = allowed
+        ids, positions, segments = _row_tensors(packed, inner.config.pad_token_id, device)
+        mask = dense_mask(segments, next(inner.parameters()).dtype if attention_of(model) == "eager" else None)
+        rows_index = torch.as_tensor([r for r, p in enumerate(packed) for _ in p.reads], dtype=torch.long)
+        reads = torch.as_tensor([i for p in packed for i in p.reads], dtype=torch.long)
     per_token: list[torch.Tensor] = []
     hook = head_of(inner).register_forward_hook(lambda _m, _i, output: per_token.append(output))
     try:
         model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
     finally:
         hook.remove()
-    rows_index = torch.as_tensor([r for r, p in enumerate(packed) for _ in p.reads], dtype=torch.long)
-    reads = torch.as_tensor([i for p in packed for i in p.reads], dtype=torch.long)
     return per_token[-1][rows_index.to(device), reads.to(device), 0].float()
+
+
+def _end_to_end(
+    packed: Sequence[Packed], device: torch.device | str
+) -> tuple[torch.Tensor, torch.Tensor, Any, torch.Tensor, torch.Tensor]:
+    """For FlexAttention: the rows one after another in a single row (no padding; a block mask keeps each row to
+    itself), so every forward has a batch of one (torch 2.13's CPU FlexAttention fails to compile when the batch
+    size changes between calls). input_ids, position_ids, BlockMask, and the (row 0, token) of each read."""
+    ids = torch.as_tensor([t for p in packed for t in p.input_ids], dtype=torch.long, device=device)[None]
+    positions = torch.as_tensor([t for p in packed for t in p.positions], dtype=torch.long, device=device)[None]
+    owners = torch.as_tensor([r for r, p in enumerate(packed) for _ in p.input_ids], dtype=torch.long)
+    segments = torch.as_tensor([s for p in packed for s in p.segments], dtype=torch.long)
+    starts = [0]
+    for p in packed[:-1]:
+        starts.append(starts[-1] + len(p.input_ids))
+    reads = torch.as_tensor([start + i for start, p in zip(starts, packed, strict=True) for i in p.reads])
+    mask = block_mask(owners.to(device), segments.to(device))
+    return ids, positions, mask, torch.zeros_like(reads), reads
 
 
 def _row_tensors(
     packed: Sequence[Packed], pad_id: int, device: torch.device | str
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """input_ids and position_ids [rows, L], and the boolean attention mask [rows, 1, L, L], on `device`
-    (the L x L mask is built there, not copied there)."""
+    """Right-padded input_ids, position_ids and segments (-1: padding) [rows, L], on `device`."""
     longest = max(len(p.input_ids) for p in packed)
     ids = torch.full((len(packed), longest), pad_id, dtype=torch.long)
     positions = torch.zeros((len(packed), longest), dtype=torch.long)
@@ -190,10 +225,4 @@ def _row_tensors(
         ids[row, :n] = torch.as_tensor(p.input_ids)
         positions[row, :n] = torch.as_tensor(p.positions)
         segments[row, :n] = torch.as_tensor(p.segments)
-    segments = segments.to(device)
-    index = torch.arange(longest, device=device)
-    causal = index[None, :] <= index[:, None]  # [query, key]
-    query, key = segments[:, :, None], segments[:, None, :]
-    visible = (key == 0) & (query >= 0) | (key == query)
-    allowed = causal[None] & visible  # padding (segment -1) sees earlier padding and itself: no empty row
-    return ids.to(device), positions.to(device), allowed[:, None]
+    return ids.to(device), positions.to(device), segments.to(device)

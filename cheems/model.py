@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from cheems.attention import resolve_attention
 from cheems.errors import ModelError
 
 log = logging.getLogger(__name__)
@@ -64,21 +65,29 @@ def load_model(
     trust_remote_code: bool = False,
     tokenizer: Any = None,
     strict: bool = False,
+    attn_implementation: str = "auto",
+    device: str = "cpu",
+    training: bool = False,
 ) -> tuple[Any, Any]:
     """(model, tokenizer) from a sequence-classification checkpoint directory, safetensors only.
 
     `tokenizer`: the checkpoint's tokenizer when the caller has it already (loading one holds the GIL for
     seconds, which a serving process's calls feel). `strict`: refuse a checkpoint that lacks weights the model
-    needs (a chat model's directory has no reward head: transformers would make one up at random)."""
+    needs (a chat model's directory has no reward head: transformers would make one up at random).
+    `attn_implementation`: a name `cheems.attention.resolve_attention` takes, resolved for `device` (where the
+    caller will run the model; it is loaded on the CPU) and `training` (gradients): one the device cannot run
+    is refused (ConfigError) before anything loads."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     quiet_transformers()
+    attention = resolve_attention(attn_implementation, device, training)
     directory = Path(path)
     if not any(directory.glob("*.safetensors")):
         raise ModelError(f"{directory}: no *.safetensors weights (pickled .bin checkpoints are refused)")
     model, info = AutoModelForSequenceClassification.from_pretrained(
         directory,
         dtype=dtype,
+        attn_implementation=attention,
         use_safetensors=True,
         trust_remote_code=trust_remote_code,
         num_labels=1,

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from cheems.attention import ATTENTIONS
 from cheems.formats.layouts import PARSERS
 from trainer.data import LengthPolicy
 
@@ -43,6 +44,7 @@ class TrainConfig:
     gradient_checkpointing: bool = False
     fsdp: bool = False  # shard parameters (large models on GPUs); DDP otherwise
     prefix_sharing: bool = True  # a prompt's responses in one packed sequence, prompt computed once (exact)
+    attn_implementation: str = "auto"  # cheems.attention: auto (flex_attention on CUDA, sdpa on CPU), sdpa, ...
     eval_every: int = 0  # optimizer steps; 0 = at the end only
     eval_ece_bins: int = 5  # bins of the calibration error in evaluations during training
     save_every: int = 0  # optimizer steps; 0 = at the end only
@@ -76,6 +78,10 @@ class TrainConfig:
             )
         if self.max_tokens < 0:
             raise ValueError(f"max_tokens must be >= 0 (0 = no budget), got {self.max_tokens}")
+        if self.attn_implementation not in ATTENTIONS:
+            raise ValueError(
+                f"attn_implementation must be one of {', '.join(ATTENTIONS)}, got {self.attn_implementation!r}"
+            )
         if not self.reg_coef >= 0:
             raise ValueError(f"reg_coef must be >= 0, got {self.reg_coef}")
 

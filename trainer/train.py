@@ -192,7 +192,13 @@ def train(config: TrainConfig) -> TrainResult:
 def _train(config: TrainConfig, world: World) -> TrainResult:
     startup = Startup()
     torch.manual_seed(config.seed)
-    base, tokenizer = load_model(config.model, trust_remote_code=config.trust_remote_code)
+    base, tokenizer = load_model(
+        config.model,
+        trust_remote_code=config.trust_remote_code,
+        attn_implementation=config.attn_implementation,
+        device=str(world.device),
+        training=True,
+    )
     base.to(world.device)
     startup.mark("model")
     data = load_data(config, tokenizer)

@@ -87,7 +87,7 @@ class TorchBackend:
         """Rewards of `sequences`, in a forward shared with the calls queued beside them."""
         if self.model is None:
             raise BackendUnavailable("the model was closed (the scorer is stopping or switched models)")
-        rows = plan(self.model, sequences, self.prefix_sharing)
+        rows = plan(self.model, sequences, self.prefix_sharing, self.execution.device)
         work = Work(sequences, sum(r.length(sequences) for r in rows), rows)
         return self.batcher.submit(work, deadline or Deadline.of(None, NO_DEADLINE))
 

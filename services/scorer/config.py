@@ -79,6 +79,12 @@ class ScorerConfig(BaseSettings):
         description="What the model computes in: auto = bfloat16 on a CUDA device that has it (float16 on older "
         "cards), float32 on CPU. Rewards are float32 whatever it is; a dtype the device cannot run is refused.",
     )
+    attn_implementation: Literal["auto", "sdpa", "flex_attention", "eager", "flash_attention_2"] = Field(
+        default="auto",
+        description="The attention kernel: auto = flex_attention on a CUDA device (packed rows skip the blocks nobody "
+        "sees), sdpa on CPU; flash_attention_2 needs the flash_attn package and packs nothing. One the device cannot "
+        "run is refused.",
+    )
     max_batch_size: int = Field(
         default=64,
         ge=1,

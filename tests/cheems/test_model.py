@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from cheems.chat import Conversation, encode
-from cheems.errors import ModelError
+from cheems.errors import ConfigError, ModelError
 from cheems.forward import forward_rewards
 from cheems.model import convert_v_head, head_of, init_head, load_model
 from trainer.tiny import build_model, build_tokenizer, tiny_config
@@ -73,3 +74,17 @@ def test_conversion_without_v_head_is_a_clear_error(tokenizer, tmp_path: Path) -
     official_checkpoint(tokenizer, tmp_path / "plain", with_v_head=False)
     with pytest.raises(ModelError, match=r"no v_head\.weight"):
         convert_v_head(tmp_path / "plain", tmp_path / "converted")
+
+
+def test_the_attention_implementation_is_resolved_for_the_device_and_refused_before_loading(
+    tiny_checkpoint: Callable[..., Path],
+) -> None:
+    path = tiny_checkpoint()
+    assert load_model(path)[0].config._attn_implementation == "sdpa"  # auto on the CPU
+    assert load_model(path, attn_implementation="eager")[0].config._attn_implementation == "eager"
+    flex, _ = load_model(path, attn_implementation="flex_attention")  # scoring: no gradients
+    assert flex.config._attn_implementation == "flex_attention"
+    with pytest.raises(ConfigError, match="flex_attention cannot train on cpu"):
+        load_model(path, attn_implementation="flex_attention", training=True)
+    with pytest.raises(ConfigError, match="'flash' is not one of"):
+        load_model(path, attn_implementation="flash")

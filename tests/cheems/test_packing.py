@@ -12,7 +12,7 @@ import torch
 from cheems import forward
 from cheems.chat import Conversation, Truncation, encode_many
 from cheems.forward import forward_rewards, score_in_groups, shared_rewards
-from cheems.packing import Cost, Row, common_prefix, lay_out, plan_rows
+from cheems.packing import Cost, Kernel, Row, common_prefix, kernel_for, lay_out, plan_rows
 from trainer.tiny import build_model, build_tokenizer, tiny_config
 
 CHEAP_ATTENTION = Cost(linear=1000.0, attention=1.0)  # packing pays as soon as anything is shared
@@ -179,3 +179,39 @@ def test_real_conversations_with_system_prompts_and_history_share_their_rendered
     assert score_in_groups(model, encoded, 64, "cpu", share=True) == pytest.approx(
         score_in_groups(model, encoded, 64, "cpu"), abs=1e-4
     )
+
+
+QWEN25_05B = {"hidden_size": 896, "layers": 24, "heads": 14, "kv_heads": 2, "intermediate": 4864}
+
+
+@pytest.mark.parametrize(
+    ("device", "attention", "cheemsbench_packed"),
+    [
+        ("cuda", "sdpa", False),  # a dense mask keeps SDPA off its fast kernels: long responses stay apart
+        ("cuda", "flex_attention", True),  # a block mask pays the visible cells only
+        ("cuda:1", "sdpa", False),
+        ("cpu", "eager", False),
+    ],
+)
+def test_the_cost_model_knows_the_kernel_and_the_device(
+    tokenizer: Any, device: str, attention: str, cheemsbench_packed: bool
+) -> None:
+    cost = Cost.of(tiny_config(tokenizer, **QWEN25_05B), attention, device)
+    rng = random.Random(1)
+
+    def shape(prompt: int, n: int, response: int) -> list[list[int]]:
+        p = [rng.randrange(100, 2000) for _ in range(prompt)]
+        return [p + [rng.randrange(100, 2000) for _ in range(response)] for _ in range(n)]
+
+    assert [len(r.members) for r in plan_rows(shape(1000, 8, 40), cost)] == [8]  # RLHF-like: packed everywhere
+    expected = [5] if cheemsbench_packed else [1] * 5
+    assert [len(r.members) for r in plan_rows(shape(150, 5, 400), cost)] == expected  # CheemsBench-like
+
+
+def test_an_unpacked_row_is_priced_causal_and_a_packed_one_by_its_mask() -> None:
+    dense = Cost(linear=0.0, attention=1.0, kernel=Kernel(causal=1.0, packed=1.0))
+    assert dense.alone(4) == 10  # 4 x 5 / 2 cells
+    assert dense.packed(2, [1, 1]) == 16  # all 4 x 4
+    sparse = Cost(linear=0.0, attention=1.0, kernel=Kernel(causal=1.0, packed=1.0, sparse=True))
+    assert sparse.packed(2, [1, 1]) == 3 + 2 * (2 + 1)  # the prefix's triangle, each member's prefix and self
+    assert kernel_for("flash_attention_2", "cuda") == kernel_for("sdpa", "cuda")  # packs nothing anyway

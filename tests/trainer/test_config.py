@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
         ("train_format", "csv"),
         ("reg_coef", -1.0),
         ("eval_ece_bins", 0),
+        ("attn_implementation", "flash3"),
     ],
 )
 def test_invalid_values_raise_naming_the_field(field: str, value: object) -> None:
@@ -45,6 +46,12 @@ def test_nan_is_not_a_positive_value(field: str, value: float) -> None:
 def test_edge_values_are_accepted() -> None:
     config = TrainConfig(warmup_ratio=0.0, reg_coef=0.0, length_policy="left", max_length=1, epochs=0.5)
     assert config.warmup_ratio == 0.0 and config.reg_coef == 0.0 and config.length_policy == "left"
+
+
+def test_every_attention_name_is_taken_and_auto_is_the_default() -> None:
+    assert TrainConfig().attn_implementation == "auto"
+    for name in ("auto", "sdpa", "flex_attention", "eager", "flash_attention_2"):
+        assert TrainConfig().with_overrides([f"attn_implementation={name}"]).attn_implementation == name
 
 
 def test_overrides_parse_by_field_type() -> None:

@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 from cheems.chat import Conversation, encode_many
+from cheems.errors import ConfigError
 from cheems.formats.cheemsbench import BenchItem, write_bench
 from cheems.formats.responses import Response
 from cheems.forward import forward_rewards
@@ -211,3 +212,12 @@ def test_trains_on_a_file_mixing_every_community_layout(tiny: Path, tmp_path: Pa
     assert result.steps >= 1
     # five layouts of one preference merge into one prompt: 10 prompts, 2 responses each, none dropped
     assert (meta["length_stats"]["responses"], meta["length_stats"]["dropped_responses"]) == (20, 0)
+
+
+def test_training_through_flex_attention_on_the_cpu_is_refused_at_the_start(
+    tiny: Path, files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError, match="flex_attention cannot train on cpu") as caught:
+        train(config(tiny, files, tmp_path / "run", attn_implementation="flex_attention"))
+    assert "\n" not in str(caught.value)
+    assert not (tmp_path / "run").exists()  # refused before anything ran

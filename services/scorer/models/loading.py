@@ -13,6 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from cheems.attention import resolve_attention
 from cheems.execution import Execution
 from cheems.packing import Cost
 from cheems.precision import resolve_dtype
@@ -154,7 +155,7 @@ def make_backend(
     host = TritonHost(path, config.triton_model_name, execution_of(config), tokenizer, triton, config.queue_delay_us)
     try:
         url = host.start()
-        cost = Cost.of(host.model_config) if host.prefix_sharing else None
+        cost = Cost.of(host.model_config, device=config.device) if host.prefix_sharing else None
         backend = TritonBackend(url, host.name, config.max_batch_size, cost, host.prefix_sharing, host.dtype)
         host.on_restart = backend.reconnect
         return backend, host
@@ -164,7 +165,10 @@ def make_backend(
 
 
 def execution_of(config: ScorerConfig) -> Execution:
-    """How the scorer runs its models; the dtype is resolved here, so one the device cannot run is refused
-    (ConfigError) before anything loads."""
+    """How the scorer runs its models; the dtype and the attention are resolved here, so one the device cannot run
+    is refused (ConfigError) before anything loads."""
     dtype = resolve_dtype(config.dtype, config.device)
-    return Execution(config.device, dtype, config.prefix_sharing, config.max_batch_size, config.max_batch_tokens)
+    attention = resolve_attention(config.attn_implementation, config.device)
+    return Execution(
+        config.device, dtype, config.prefix_sharing, config.max_batch_size, config.max_batch_tokens, attention
+    )

@@ -13,9 +13,11 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
+from cheems.errors import ConfigError
 from cheems_cli.main import app
 from services.scorer import runtime
 from services.scorer.config import ScorerConfig
+from services.scorer.models.loading import execution_of
 
 # every `cheems serve` option the tests, scripts and Kubernetes manifests use
 KNOWN_OPTIONS = (
@@ -41,6 +43,7 @@ KNOWN_OPTIONS = (
     "drain-seconds",
     "prefix-sharing",
     "dtype",
+    "attn-implementation",
     "max-batch-tokens",
     "queue-delay-us",
 )
@@ -60,6 +63,7 @@ KNOWN_OPTIONS = (
         ({"tls_key": "a.pem"}, "tls_key"),
         ({"auth_token": "x"}, "auth_token"),  # the old name: a misspelled knob fails, never vanishes
         ({"dtype": "fp8"}, "dtype"),
+        ({"attn_implementation": "flash3"}, "attn_implementation"),
         ({"max_batch_tokens": 0}, "max_batch_tokens"),
     ],
 )
@@ -219,3 +223,22 @@ def test_dtype_from_the_command_line_or_the_environment(
     assert CliRunner().invoke(app, ["serve", "--model", str(tmp_path)]).exit_code == 0
     assert CliRunner().invoke(app, ["serve", "--model", str(tmp_path), "--dtype", "bfloat16"]).exit_code == 0
     assert [config.dtype for config in served] == ["float16", "bfloat16"]
+
+
+def test_attention_from_the_command_line_or_the_environment(
+    served: list[ScorerConfig], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert ScorerConfig(model="m").attn_implementation == "auto"
+    monkeypatch.setenv("CHEEMS_SCORER_ATTN_IMPLEMENTATION", "eager")
+    assert CliRunner().invoke(app, ["serve", "--model", str(tmp_path)]).exit_code == 0
+    args = ["serve", "--model", str(tmp_path), "--attn-implementation", "flex_attention"]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    assert [config.attn_implementation for config in served] == ["eager", "flex_attention"]
+
+
+def test_the_attention_is_resolved_for_the_device_and_refused_at_start_in_one_line() -> None:
+    assert execution_of(ScorerConfig(model="m")).attention == "sdpa"  # auto on the CPU
+    assert execution_of(ScorerConfig(model="m", attn_implementation="flex_attention")).attention == "flex_attention"
+    with pytest.raises(ConfigError) as caught:
+        execution_of(ScorerConfig(model="m", attn_implementation="flash_attention_2"))
+    assert "flash_attention_2 cannot run" in str(caught.value) and "\n" not in str(caught.value)

@@ -74,6 +74,7 @@ class TorchBackend:
         self.model = execution.load(model_dir, tokenizer)
         self.prefix_sharing = execution.share and can_share(self.model)
         self.dtype = execution.dtype_name
+        self.attention = execution.attention  # the kernel it runs, resolved for the device
         limits = BatchLimits(execution.max_sequences, execution.max_tokens, queue_delay)
         self.batcher = Batcher(self._run, limits, name=model_dir)
 

@@ -131,6 +131,7 @@ class RewardServicer:
             # a backend that does not say (a benchmark's stand-in) does not share
             prefix_sharing=getattr(current.backend, "prefix_sharing", False) if current else config.prefix_sharing,
             dtype=current.dtype if current else "",
+            attn_implementation=current.attention if current else "",
             models=[
                 reward_pb2.LoadedModel(
                     model_id=m.ref.model_id,
@@ -139,6 +140,7 @@ class RewardServicer:
                     is_default=default,
                     in_flight=m.in_flight,
                     dtype=m.dtype,
+                    attn_implementation=m.attention,
                 )
                 for m, default, a in self.scorer.shelf.loaded()
             ],

@@ -80,6 +80,11 @@ class ServedModel:
         return str(getattr(self.backend, "dtype", ""))
 
     @property
+    def attention(self) -> str:
+        """The attention kernel the model runs ("" when its backend does not say: Triton, a stand-in)."""
+        return str(getattr(self.backend, "attention", ""))
+
+    @property
     def in_flight(self) -> int:
         """Calls scoring with this model now."""
         with self._lock:

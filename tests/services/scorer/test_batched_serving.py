@@ -94,7 +94,8 @@ def test_concurrent_calls_share_forwards_and_a_bad_or_late_call_fails_alone(
 def test_model_info_and_metrics_report_the_dtype(client: ReflectedClient, batching_server: ScorerServer) -> None:
     info = client.call("GetModelInfo", client.message("cheems.v1.ModelInfoRequest")())
     assert info.dtype == "float32"  # auto, on the CPU
-    assert [(m.is_default, m.dtype) for m in info.models] == [(True, "float32")]
+    assert info.attn_implementation == "sdpa"  # auto, on the CPU
+    assert [(m.is_default, m.dtype, m.attn_implementation) for m in info.models] == [(True, "float32", "sdpa")]
     text = urllib.request.urlopen(f"http://127.0.0.1:{batching_server.http_port}/metrics", timeout=10).read().decode()
     model_id = info.model_id
     assert (

@@ -18,13 +18,21 @@ import torch
 from cheems.masks import block_mask, dense_mask
 from cheems.model import head_of
 from cheems.packing import Cost, Packed, Row, lay_out, plan_rows
-from cheems.transfer import to_device
 
 MAX_BATCH_TOKENS = 32768  # padded tokens per forward in `score_in_groups`
 
 
 class Interrupted(Exception):
     """`score_rows` stopped between forwards because its `stop` said so (nobody waits for the rewards)."""
+
+
+def to_device(tensor: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """`tensor` on `device`; from the CPU to CUDA through pinned memory, non-blocking, so the copy is queued like
+    a kernel and the host goes on preparing the next batch while the GPU works (on the CPU a plain `.to`)."""
+    target = torch.device(device)
+    if target.type != "cuda" or tensor.device.type != "cpu":
+        return tensor.to(target)
+    return tensor.pin_memory().to(target, non_blocking=True)
 
 
 def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

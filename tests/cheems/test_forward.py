@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from cheems.forward import forward_rewards, packed_rewards, score_in_groups, shared_rewards
+from cheems.forward import forward_rewards, packed_rewards, score_in_groups, shared_rewards, to_device
 from cheems.packing import plan_rows
 from tests.cheems.test_packing import CHEAP_ATTENTION, random_batch
 from trainer.tiny import build_model, build_tokenizer
@@ -48,3 +48,16 @@ def test_scoring_and_the_training_forward_under_flex_equal_the_unshared_forward(
     assert forward_rewards(flex, seqs).tolist() == pytest.approx(expected, abs=1e-4)  # end to end, one row
     assert score_in_groups(flex, seqs, 4, "cpu", share=True) == pytest.approx(expected, abs=1e-4)
     assert shared_rewards(flex, seqs).tolist() == pytest.approx(expected, abs=1e-4)
+
+
+def test_on_the_cpu_the_tensor_comes_back_unchanged() -> None:
+    ids = torch.arange(6).reshape(2, 3)
+    out = to_device(ids, "cpu")
+    assert out.device.type == "cpu" and torch.equal(out, ids)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the GPU host's check)")
+def test_on_cuda_the_copy_arrives_intact() -> None:
+    ids = torch.arange(1000).reshape(10, 100)
+    out = to_device(ids, "cuda")
+    assert out.device.type == "cuda" and torch.equal(out.cpu(), ids)

@@ -190,7 +190,11 @@ def test_enough_new_rankings_start_a_training(service: TrainingService, engine: 
     before = {t.id for t in service.list_trainings()}
     threads, training = auto.start(broker.bootstrap), None
     try:
-        training = wait_for(lambda: next((t for t in service.list_trainings() if t.id not in before), None), 60)
+        # recorded (pending) first, then launched (running): wait past the launch, which a loaded machine slows
+        training = wait_for(
+            lambda: next((t for t in service.list_trainings() if t.id not in before and t.state != "pending"), None),
+            60,
+        )
         assert training.recipe == "tiny-cpu" and training.state == "running"
         dataset = next(d for d in service.list_datasets() if d.id == training.dataset_id)
         assert dataset.prompts == 6

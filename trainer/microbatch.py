@@ -3,11 +3,12 @@
 With a fixed count of responses per forward (`micro_batch_size`), the tokens in a forward follow the
 responses' lengths: a GPU is under-filled by short answers and over its memory with long ones. With a
 budget (`max_tokens`), each process's share of a forward (its *slot*) holds at most `Budget.responses`
-responses and `Budget.tokens` tokens as `measure` counts them (the padded or packed size of the forward it
-will run, `layout_tokens`). Slots are filled in the step's order with whole prompts; a prompt that does not
-fit the current slot starts the next one, and only a prompt too big for an empty slot is cut (its pairs
-across the cut are skipped, as the sampler skips pairs across batches). `world_size` consecutive slots make
-one forward: each rank runs its own slot, and the loss sees every pair of the forward (rewards gathered).
+responses and `Budget.tokens` tokens as `measure` counts them (the size of the forward it will run, its
+rows as the planner lays them out, padding included: `layout_tokens`). Slots are filled in the step's
+order with whole prompts; a prompt that does not fit the current slot starts the next one, and only a
+prompt too big for an empty slot is cut (its pairs across the cut are skipped, as the sampler skips pairs
+across batches). `world_size` consecutive slots make one forward: each rank runs its own slot, and the
+loss sees every pair of the forward (rewards gathered).
 
     forwards = split_step(step_ids, group_of, world_size=2, budget=Budget(64, 16384), measure=tokens)
     forwards[0].slots  # ((ids of rank 0), (ids of rank 1))
@@ -103,22 +104,30 @@ def _prompt_runs(step: Sequence[int], group_of: Sequence[int]) -> list[list[int]
     return runs
 
 
-def layout_tokens(lengths: Sequence[int], group_of: Sequence[int], prefixes: Sequence[int], shared: bool) -> Measure:
-    """Tokens a slot's forward computes, padding included: right-padded sequences (count x longest), and with
-    prefix sharing also its packed rows (a row per prompt, `prefixes[g]` tokens once, padded to the longest
-    row), whichever is larger, since the planner may choose either layout."""
+def layout_tokens(
+    lengths: Sequence[int],
+    group_of: Sequence[int],
+    prefixes: Sequence[int],
+    packs: Sequence[bool] | None,
+    padded: bool = True,
+) -> Measure:
+    """Tokens a slot's forward computes: its rows, each prompt that the planner packs (`packs[g]`; None: prefix
+    sharing off) one row of `prefixes[g]` tokens once and each response's own, every other response a row of its
+    own; `padded`: the rows are right-padded to the longest (SDPA, eager), else laid end to end (FlexAttention)."""
 
     def measure(ids: Sequence[int]) -> int:
         if not ids:
             return 0
-        padded = len(ids) * max(lengths[x] for x in ids)
-        if not shared:
-            return padded
-        rows: dict[int, int] = {}
+        rows: list[int] = []
+        packed: dict[int, int] = {}
         for x in ids:
             g = group_of[x]
-            rows[g] = rows.get(g, prefixes[g]) + lengths[x] - prefixes[g]
-        return max(padded, len(rows) * max(rows.values()))
+            if packs is not None and packs[g]:
+                packed[g] = packed.get(g, prefixes[g]) + lengths[x] - prefixes[g]
+            else:
+                rows.append(lengths[x])
+        rows += packed.values()
+        return len(rows) * max(rows) if padded else sum(rows)
 
     return measure
 

@@ -25,8 +25,9 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from cheems.errors import ConfigError
-from cheems.forward import forward_rewards, shared_rewards
+from cheems.forward import attention_of, can_share, cost_of, forward_rewards, shared_rewards
 from cheems.model import load_model, save_model
+from cheems.packing import plan_rows
 from evaluator.evaluate import EvalOptions
 from evaluator.metrics import EvalResult
 from evaluator.report import to_json
@@ -36,7 +37,7 @@ from trainer.data import Dataset, LengthPolicy, LengthStats, read_groups, tokeni
 from trainer.distributed import World, gather_with_grad, rank_from_env, setup, teardown
 from trainer.evaluation import evaluate_model
 from trainer.loss import LossParts, bt_loss
-from trainer.microbatch import Budget, Forward, layout_tokens, shared_prefixes, split_step
+from trainer.microbatch import Budget, Forward, Measure, layout_tokens, shared_prefixes, split_step
 from trainer.recipes import recipe
 from trainer.report import Progress, Startup, configure_logging, describe_data, report_data, report_eval, summary
 from trainer.sampler import SamplerConfig, epoch_batches, pairs_in_batch
@@ -159,17 +160,29 @@ def forward_loss(
     return parts, out.sum() * 0.0, sum(len(s) for s in sequences) if local else 0
 
 
+def budget_measure(model: Any, data: Dataset, group_of: list[int], share: bool, world: World) -> Measure:
+    """Tokens a forward of some examples computes, as `shared_rewards`/`forward_rewards` will lay them out: a prompt
+    in one packed row where the planner packs its responses (decided once per prompt, priced for the model's
+    attention kernel on this device), rows padded to the longest except under FlexAttention (end to end)."""
+    sequences = [e.input_ids for e in data.examples]
+    packs = None
+    if share and can_share(model):
+        cost = cost_of(model, world.device)
+        packs = [any(len(r.members) > 1 for r in plan_rows([sequences[x] for x in g], cost)) for g in data.groups]
+    lengths = [len(s) for s in sequences]
+    prefixes = shared_prefixes(sequences, data.groups)
+    return layout_tokens(lengths, group_of, prefixes, packs, padded=attention_of(model) != "flex_attention")
+
+
 def steps_from(
-    data: Dataset, plan: Plan, config: TrainConfig, world: World, epoch: int, start: int
+    data: Dataset, plan: Plan, config: TrainConfig, world: World, epoch: int, start: int, model: Any
 ) -> Iterator[tuple[int, int, list[Forward]]]:
     """(epoch, next batch index, the step's forwards) from a position on, epoch after epoch."""
     sampler = SamplerConfig(plan.sampler_batch, config.seed)
     group_of = data.group_of
     per_step = 1 if plan.budget else config.grad_accum_steps
     if plan.budget is not None:
-        lengths = [len(e.input_ids) for e in data.examples]
-        prefixes = shared_prefixes([e.input_ids for e in data.examples], data.groups)
-        measure = layout_tokens(lengths, group_of, prefixes, config.prefix_sharing)
+        measure = budget_measure(model, data, group_of, config.prefix_sharing, world)
     while True:
         batches = epoch_batches(data.groups, data.pairs, sampler, epoch)
         for i in range(start, len(batches), per_step):
@@ -219,7 +232,7 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
         report_data(data, config.max_length)
     metrics_log = out / "metrics.jsonl"
     step, loss_value, result, interrupted = position["step"], float("nan"), None, False
-    stream = steps_from(data, plan, config, world, position["epoch"], position["batch"])
+    stream = steps_from(data, plan, config, world, position["epoch"], position["batch"], base)
     group_of = data.group_of
     steps = StepLog()
     with Progress(plan.total_steps, step, world.is_main and config.progress, config.log_every) as progress:

@@ -50,7 +50,8 @@ def test_random_steps_keep_the_budget_and_lose_nothing(seed: int) -> None:
     step, group_of, _ = prompts(sizes, lengths)
     budget = Budget(responses=rng.randint(1, 10), tokens=rng.randint(100, 400))
     world = rng.randint(1, 3)
-    measure = layout_tokens(lengths, group_of, [rng.randint(0, 1) for _ in sizes], shared=True)
+    prefixes = [rng.randint(0, 1) for _ in sizes]
+    measure = layout_tokens(lengths, group_of, prefixes, [rng.random() < 0.5 for _ in sizes], rng.random() < 0.5)
     forwards = split_step(step, group_of, world, budget, measure)
     assert [x for f in forwards for x in f.ids] == step  # in order, each once
     for f in forwards:
@@ -79,19 +80,22 @@ def test_even_forwards_are_the_samplers_shards() -> None:
     assert Forward.even(batch, 3).slots == tuple(tuple(shard(batch, r, 3)) for r in range(3))
 
 
-def test_layout_tokens_count_padding_and_packed_rows_whichever_is_larger() -> None:
+def test_layout_tokens_count_the_rows_the_planner_makes_padded_or_end_to_end() -> None:
     lengths = [100, 10, 12, 50]
     group_of = [0, 0, 0, 1]
     prefixes = [8, 0]
-    plain = layout_tokens(lengths, group_of, prefixes, shared=False)
-    packed = layout_tokens(lengths, group_of, prefixes, shared=True)
+    plain = layout_tokens(lengths, group_of, prefixes, None)  # sharing off: a row per response, padded
     assert plain([1, 2]) == 2 * 12
     assert plain([0, 1, 2, 3]) == 4 * 100
-    # one row for prompt 0: 8 + (100-8) + (10-8) + (12-8) = 114 > 3 x 100 padded? no: 300 is larger
-    assert packed([0, 1, 2]) == 300
-    assert packed([1, 2]) == max(2 * 12, 8 + 2 + 4)
-    assert packed([0, 1, 2, 3]) == max(4 * 100, 2 * 114)
-    assert plain([]) == packed([]) == 0
+    packed = layout_tokens(lengths, group_of, prefixes, [True, False])  # prompt 0 packed: 8 + 92 + 2 + 4 = 106
+    assert packed([0, 1, 2]) == 106
+    assert packed([1, 2]) == 8 + 2 + 4
+    assert packed([0, 1, 2, 3]) == 2 * 106  # its row and response 3's, padded to the longer
+    apart = layout_tokens(lengths, group_of, prefixes, [False, False])  # the planner keeps prompt 0 apart
+    assert apart([0, 1, 2]) == plain([0, 1, 2]) == 3 * 100
+    flat = layout_tokens(lengths, group_of, prefixes, [True, False], padded=False)  # FlexAttention: end to end
+    assert flat([0, 1, 2, 3]) == 106 + 50
+    assert plain([]) == packed([]) == flat([]) == 0
 
 
 def test_shared_prefixes_are_common_to_all_responses_and_leave_each_its_last_token() -> None:

@@ -61,3 +61,22 @@ def test_on_cuda_the_copy_arrives_intact() -> None:
     ids = torch.arange(1000).reshape(10, 100)
     out = to_device(ids, "cuda")
     assert out.device.type == "cuda" and torch.equal(out.cpu(), ids)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (FlexAttention has no CPU backward)")
+def test_flex_packed_gradients_equal_the_unshared_gradients_on_cuda() -> None:
+    """The trainer's path on a GPU: packed rows through a BlockMask, backward included, against every sequence
+    alone through SDPA; float32, so the tolerance is the one the CPU tests use."""
+    tokenizer = build_tokenizer()
+    plain = build_model(tokenizer, hidden_size=64, layers=2, seed=2).cuda().train()
+    flex = build_model(tokenizer, hidden_size=64, layers=2, seed=2).cuda().train()
+    flex.set_attn_implementation("flex_attention")
+    seqs = random_batch(random.Random(5)) + random_batch(random.Random(6))
+    weights = torch.linspace(-1.0, 1.0, len(seqs), device="cuda")
+    (forward_rewards(plain, seqs, "cuda") * weights).sum().backward()
+    shared = shared_rewards(flex, seqs, "cuda")
+    assert shared.tolist() == pytest.approx(forward_rewards(plain, seqs, "cuda").tolist(), abs=1e-4)
+    (shared * weights).sum().backward()
+    for (name, a), (_, b) in zip(plain.named_parameters(), flex.named_parameters(), strict=True):
+        assert a.grad is not None and b.grad is not None, name
+        torch.testing.assert_close(b.grad, a.grad, rtol=1e-3, atol=1e-4, msg=name)

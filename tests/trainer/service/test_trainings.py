@@ -180,6 +180,10 @@ def test_enough_new_rankings_start_a_training(service: TrainingService, engine: 
     auto = AutoTrainer(service)
     auto.after = 2
     with session_scope(engine) as s:
+        left_over = registry.rankings_since_last_dataset(s)
+    if left_over:  # run alone, no earlier test has put the fixture's rankings in a dataset yet
+        service.create_dataset("human")
+    with session_scope(engine) as s:
         assert registry.rankings_since_last_dataset(s) == 0
     assert auto.check() is None  # nothing new
     new = seed_sample(engine, 4, 2)  # two more ranked prompts, announced

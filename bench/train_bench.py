@@ -36,6 +36,7 @@ from cheems.forward import forward_rewards
 from cheems.model import load_model
 from cheems.precision import resolve_dtype
 from trainer.config import TrainConfig
+from trainer.data import read_groups, tokenize_groups
 from trainer.loss import bt_loss
 from trainer.tiny import build_tokenizer
 from trainer.train import train
@@ -112,16 +113,9 @@ def steady(records: list[dict[str, Any]]) -> tuple[float, float]:
 
 
 def sample_forwards(data: Path, tokenizer: Any, args: argparse.Namespace, count: int) -> list[list[list[int]]]:
-    """The bare model's batches: `count` batches of `--micro-batch` sequences, in file order."""
-    from cheems.chat import Conversation, encode_many
-
-    sequences: list[list[int]] = []
-    for line in data.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        conversations = [
-            Conversation(record["input"], r["content"], record.get("sys_prompt")) for r in record["responses"]
-        ]
-        sequences += [e.input_ids[: args.max_length] for e in encode_many(tokenizer, conversations)]
+    """The bare model's batches: `count` batches of `--micro-batch` sequences, the trainer's own, in file order."""
+    dataset = tokenize_groups(read_groups(data), tokenizer, args.max_length)
+    sequences = [list(e.input_ids) for e in dataset.examples]
     size = args.micro_batch
     return [sequences[i : i + size] for i in range(0, min(len(sequences), count * size), size)]
 

@@ -24,14 +24,12 @@ refused before anything loads, with one line naming it.
 from __future__ import annotations
 
 import importlib.util
-from typing import Literal
-
-import torch
+from typing import Literal, get_args
 
 from cheems.errors import ConfigError
 
-AttentionName = Literal["auto", "sdpa", "flex_attention", "eager", "flash_attention_2"]
-ATTENTIONS = ("auto", "sdpa", "flex_attention", "eager", "flash_attention_2")
+AttentionName = Literal["auto", "sdpa", "flex_attention", "eager", "flash_attention_2"]  # settings' type
+ATTENTIONS: tuple[str, ...] = get_args(AttentionName)
 
 
 def has_flex_attention(device_type: str) -> bool:
@@ -53,6 +51,8 @@ def check_name(name: str) -> None:
 def resolve_attention(name: str, device: str, training: bool = False) -> str:
     """The transformers `attn_implementation` `name` means on `device` (`training`: with gradients); ConfigError
     naming it and the device when the device cannot run it."""
+    import torch  # here, not at import: the settings that name a kernel (`AttentionName`) stay light to import
+
     check_name(name)
     kind = torch.device(device).type
     if kind == "cuda" and not torch.cuda.is_available():
@@ -67,6 +67,8 @@ def resolve_attention(name: str, device: str, training: bool = False) -> str:
 
 
 def _check_flex(device: str, kind: str, training: bool) -> None:
+    import torch
+
     if not has_flex_attention(kind):
         what = "Triton, which compiles it there, is not installed" if kind == "cuda" else "torch has no FlexAttention"
         raise ConfigError(

@@ -52,7 +52,7 @@ def forward_rewards(model: Any, sequences: Sequence[Sequence[int]], device: torc
     Under FlexAttention the sequences go end to end in one row (`packed_rewards`): transformers' own flex path
     compiles again for each new batch shape (5-10 s a forward on the CPU here) and pads."""
     if attention_of(model) == "flex_attention":
-        return packed_rewards(model, sequences, [Row(len(s) - 1, (i,)) for i, s in enumerate(sequences)], device)
+        return packed_rewards(model, sequences, single_rows(sequences), device)
     ids, mask = pad_batch(sequences, unwrapped(model).config.pad_token_id)
     # no KV cache: a reward is one forward, and the cache of every layer would be written for nothing
     logits = model(input_ids=to_device(ids, device), attention_mask=to_device(mask, device), use_cache=False).logits
@@ -95,6 +95,11 @@ def plan(model: Any, sequences: Sequence[Sequence[int]], share: bool, device: to
     priced for its attention kernel there), else every sequence a row of its own."""
     if share and can_share(model):
         return plan_rows(sequences, cost_of(model, device))
+    return single_rows(sequences)
+
+
+def single_rows(sequences: Sequence[Sequence[int]]) -> list[Row]:
+    """Every sequence a row of its own (nothing shared)."""
     return [Row(len(s) - 1, (i,)) for i, s in enumerate(sequences)]
 
 

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from cheems.attention import ATTENTIONS
+from cheems.attention import check_name
 from cheems.formats.layouts import PARSERS
 from trainer.data import LengthPolicy
 
@@ -78,10 +78,7 @@ class TrainConfig:
             )
         if self.max_tokens < 0:
             raise ValueError(f"max_tokens must be >= 0 (0 = no budget), got {self.max_tokens}")
-        if self.attn_implementation not in ATTENTIONS:
-            raise ValueError(
-                f"attn_implementation must be one of {', '.join(ATTENTIONS)}, got {self.attn_implementation!r}"
-            )
+        check_name(self.attn_implementation)  # a ConfigError, a ValueError naming the field
         if not self.reg_coef >= 0:
             raise ValueError(f"reg_coef must be >= 0, got {self.reg_coef}")
 

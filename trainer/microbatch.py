@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from cheems.packing import common_prefix
 from trainer.sampler import shard
 
 Measure = Callable[[Sequence[int]], int]  # tokens a slot's forward computes
@@ -142,10 +143,6 @@ def shared_prefixes(sequences: Sequence[Sequence[int]], groups: Sequence[Sequenc
         first = sequences[members[0]]
         n = min(len(sequences[x]) for x in members) - 1
         for x in members[1:]:
-            seq = sequences[x]
-            i = 0
-            while i < n and seq[i] == first[i]:
-                i += 1
-            n = i
+            n = min(n, common_prefix(first, sequences[x]))
         out.append(max(n, 0))
     return out

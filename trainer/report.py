@@ -83,8 +83,6 @@ class Startup:
     """Where the time before training went: loading the model, reading and tokenizing the data, and the first
     step (set-up, compilation and warm-up included), each from the end of the one before."""
 
-    PHASES = ("model", "data", "first_step")
-
     def __init__(self) -> None:
         self.began = self.last = time.perf_counter()
         self.phases: dict[str, float] = {}

@@ -175,11 +175,17 @@ def budget_measure(model: Any, data: Dataset, group_of: list[int], share: bool, 
 
 
 def steps_from(
-    data: Dataset, plan: Plan, config: TrainConfig, world: World, epoch: int, start: int, model: Any
+    data: Dataset,
+    group_of: list[int],
+    plan: Plan,
+    config: TrainConfig,
+    world: World,
+    model: Any,
+    position: dict[str, Any],
 ) -> Iterator[tuple[int, int, list[Forward]]]:
-    """(epoch, next batch index, the step's forwards) from a position on, epoch after epoch."""
+    """(epoch, next batch index, the step's forwards) from a checkpoint's `position` on, epoch after epoch."""
+    epoch, start = position["epoch"], position["batch"]
     sampler = SamplerConfig(plan.sampler_batch, config.seed)
-    group_of = data.group_of
     per_step = 1 if plan.budget else config.grad_accum_steps
     if plan.budget is not None:
         measure = budget_measure(model, data, group_of, config.prefix_sharing, world)
@@ -232,8 +238,8 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
         report_data(data, config.max_length)
     metrics_log = out / "metrics.jsonl"
     step, loss_value, result, interrupted = position["step"], float("nan"), None, False
-    stream = steps_from(data, plan, config, world, position["epoch"], position["batch"], base)
     group_of = data.group_of
+    stream = steps_from(data, group_of, plan, config, world, base, position)
     steps = StepLog()
     with Progress(plan.total_steps, step, world.is_main and config.progress, config.log_every) as progress:
         while step < plan.total_steps and not interrupted:

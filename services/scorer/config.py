@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from cheems.attention import AttentionName
 from cheems.chat import Truncation
 from cheems.credentials import read_secret
 from cheems.settings import setting
@@ -79,7 +80,7 @@ class ScorerConfig(BaseSettings):
         description="What the model computes in: auto = bfloat16 on a CUDA device that has it (float16 on older "
         "cards), float32 on CPU. Rewards are float32 whatever it is; a dtype the device cannot run is refused.",
     )
-    attn_implementation: Literal["auto", "sdpa", "flex_attention", "eager", "flash_attention_2"] = Field(
+    attn_implementation: AttentionName = Field(
         default="auto",
         description="The attention kernel: auto = flex_attention on a CUDA device (packed rows skip the blocks nobody "
         "sees), sdpa on CPU; flash_attention_2 needs the flash_attn package and packs nothing. One the device cannot "

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cheems.credentials import read_secret
-from cheems.roles import ROLES
+from cheems.roles import ADMIN, ANNOTATOR, ROLES
 from cheems_cli.options import DatabaseUrl, clear_errors
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def add_annotator_command(
     ] = False,
 ) -> None:
     """Create a person's account (role annotator, or admin) and print its token (shown once)."""
-    add_command(name, "admin" if admin else "annotator", db)
+    add_command(name, ADMIN if admin else ANNOTATOR, db)
 
 
 annotators.command("reset")(reset_command)

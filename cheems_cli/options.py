@@ -96,8 +96,8 @@ def account_token(file: Path | None, target: str) -> str:
     (UP_OPERATOR_TOKEN; never sent to another host), else "" (no credential)."""
     if file is not None:
         return read_secret(file, "--token-file")
-    if os.environ.get("CHEEMS_TOKEN", "").strip():
-        return os.environ["CHEEMS_TOKEN"].strip()
+    if from_environment := os.environ.get("CHEEMS_TOKEN", "").strip():
+        return from_environment
     local = LOOPBACK.match(target.removeprefix("dns:///").removeprefix("ipv4:")) is not None
     return read_secret(UP_OPERATOR_TOKEN) if local and UP_OPERATOR_TOKEN.is_file() else ""
 

@@ -41,12 +41,18 @@ def caller() -> Caller:
     return found
 
 
+def bearer_of(header: str) -> str:
+    """The token of an `authorization` header's value `Bearer TOKEN` ("" for another scheme or none): gRPC
+    metadata and HTTP headers alike."""
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
 def bearer_token(metadata: Sequence[tuple[str, Any]] | None) -> str:
     """The token of the call's first `authorization: Bearer TOKEN` entry ("" when there is none)."""
     for key, value in metadata or ():
         if key == "authorization":
-            scheme, _, token = str(value).partition(" ")
-            return token.strip() if scheme.lower() == "bearer" else ""
+            return bearer_of(str(value))
     return ""
 
 

@@ -13,7 +13,6 @@ role is refused (Conflict): `cheems up` never changes what someone else set up.
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,17 +41,17 @@ def provision(db: str, folder: Path, wanted: Mapping[str, str]) -> dict[str, Pat
 
 
 def _provide(engine: Engine, path: Path, name: str, role: str) -> Path:
-    token = _kept(path)
+    token = kept = _kept(path)
     with session_scope(engine) as session:
         found = session.get(Annotator, name)
         if found is None:
             token = accounts.add_account(session, name, role, token)
         elif found.role != role:
             raise Conflict(f"account {name!r} exists with the role {found.role}; this system needs it as {role}")
-        elif token is None or not found.active or not _same(found.token_sha256, token):
+        elif token is None or not found.active or not accounts.holds(found, token):
             token = accounts.reset_token(session, name, token)
             log.info("account %s: token reset (its file %s was missing or stale)", name, path)
-    if _kept(path) != token:
+    if kept != token:
         write_secret(path, token)
     return path
 
@@ -63,7 +62,3 @@ def _kept(path: Path) -> str | None:
         return read_secret(path)
     except CheemsError:
         return None
-
-
-def _same(stored_sha256: str, token: str) -> bool:
-    return hmac.compare_digest(stored_sha256, accounts.hash_token(token))

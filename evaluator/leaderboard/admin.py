@@ -25,8 +25,7 @@ from cheems.roles import DECIDE, spelled
 from evaluator.errors import BadRequest
 from services.annotation.web.app import bearer
 from services.models.lifecycle import ModelLifecycle
-from services.store.accounts import account_by_token
-from services.store.db import session_scope
+from services.store.accounts import AccountBook
 from services.store.lifecycle import Change
 from services.web import Forbidden, Unauthenticated, read_json
 
@@ -38,15 +37,12 @@ def admin_of(engine: Engine, request: Request) -> str:
     token = bearer(request)
     if token is None:
         raise Unauthenticated("an admin's token is needed: Authorization: Bearer TOKEN")
-    with session_scope(engine) as session:
-        account = account_by_token(session, token)
-        if account is None:
-            raise Unauthenticated("no active account has this token")
-        if account.role not in DECIDE:
-            raise Forbidden(
-                f"promoting and rolling back models needs the role {spelled(DECIDE)}; {account.name} is {account.role}"
-            )
-        return f"person:{account.name}"
+    who = AccountBook(engine)(token)
+    if who is None:
+        raise Unauthenticated("no active account has this token")
+    if who.role not in DECIDE:
+        raise Forbidden(f"promoting and rolling back models needs the role {spelled(DECIDE)}; {who.name} is {who.role}")
+    return who.actor  # person:NAME: only people hold the admin role
 
 
 async def body_of(request: Request) -> dict[str, Any]:

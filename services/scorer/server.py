@@ -23,7 +23,7 @@ from cheems.roles import SCORER_CLIENT, Caller
 from cheems.v1 import reward_pb2
 from services.access import Authenticate, Guard, first_of, static_token
 from services.grpc_errors import abort, status_of
-from services.hosting import LIVENESS, bind, checked_handler, server_options
+from services.hosting import LIVENESS, bind, checked_handler, server_credentials, server_options
 from services.scorer.config import ScorerConfig
 from services.scorer.deadline import Deadline
 from services.scorer.errors import (
@@ -183,10 +183,7 @@ def create_server(
     set_health(health_servicer, serving=False)
     set_alive(health_servicer, alive=True)  # alive while loading: no restart
     reflection.enable_server_reflection([SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
-    credentials = None
-    if config.tls_cert:
-        with open(config.tls_key, "rb") as k, open(config.tls_cert, "rb") as c:
-            credentials = grpc.ssl_server_credentials([(k.read(), c.read())])
+    credentials = server_credentials(config.tls_cert, config.tls_key)
     port = bind(server, f"{config.host}:{config.grpc_port}", credentials)
     return server, port, health_servicer
 

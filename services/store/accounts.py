@@ -58,20 +58,26 @@ def check_token(token: str) -> str:
     return token
 
 
+def holds(account: Annotator, token: str) -> bool:
+    """Whether `token` is the account's (its hash compared in constant time)."""
+    return hmac.compare_digest(account.token_sha256, hash_token(token))
+
+
 def add_account(session: Session, name: str, role: str, token: str | None = None) -> str:
     """Create an account; returns its token (a new one unless `token` is given). Conflict if the name is taken,
     unless it already is this very account (same role and token: nothing changes, so a set-up can run again)."""
     v.key("name", name)
     check_role(role)
     token = new_token() if token is None else check_token(token)
+    digest = hash_token(token)
     found = session.get(Annotator, name)
     if found is not None:
-        if found.role == role and found.active and hmac.compare_digest(found.token_sha256, hash_token(token)):
+        if found.role == role and found.active and holds(found, token):
             return token
         raise Conflict(f"account {name!r} already exists (reset its token instead)")
-    if session.scalar(select(Annotator.name).where(Annotator.token_sha256 == hash_token(token))) is not None:
+    if session.scalar(select(Annotator.name).where(Annotator.token_sha256 == digest)) is not None:
         raise Conflict("another account has this token: make a new one")
-    session.add(Annotator(name=name, token_sha256=hash_token(token), role=role, active=True))
+    session.add(Annotator(name=name, token_sha256=digest, role=role, active=True))
     session.flush()
     return token
 

@@ -44,6 +44,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 from cheems.errors import CheemsError
+from services.access import bearer_of
 from services.annotation.algorithm.doubles import TARGET, Agreement, DoubleAgreement
 from services.annotation.service import OpenTask
 from services.annotation.web import pages
@@ -114,8 +115,7 @@ def filtered_json(response: FilteredResponse) -> dict[str, Any]:
 
 
 def bearer(request: Request) -> str | None:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+    return bearer_of(request.headers.get("authorization", "")) or None
 
 
 Handler = Callable[[Request], Awaitable[Response]]

@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cheems import errors
-from cheems.roles import ANNOTATE, spelled
+from cheems.roles import ADMIN, ANNOTATE, spelled
 from services.annotation.algorithm.doubles import DoubleAgreement, double_agreement
 from services.annotation.algorithm.quality import Judgment, Quality, annotator_quality, stored_relations
 from services.annotation.service import AnnotationService, OpenTask, open_task_of
@@ -108,15 +108,12 @@ class Workbench:
     def sign_in(self, token: str | None) -> Person:
         if not token:
             raise Unauthenticated("sign in: send your token as `authorization: Bearer <token>`")
-        with session_scope(self.service.engine) as session:
-            found = accounts.account_by_token(session, token)
-            if found is None:
-                raise Unauthenticated("this token signs nobody in (mistyped, reset or disabled?)")
-            if found.role not in ANNOTATE:
-                raise Forbidden(
-                    f"the annotator's page needs the role {spelled(ANNOTATE)}; {found.name} is {found.role}"
-                )
-            return Person(found.name, found.admin)
+        who = accounts.AccountBook(self.service.engine)(token)
+        if who is None:
+            raise Unauthenticated("this token signs nobody in (mistyped, reset or disabled?)")
+        if who.role not in ANNOTATE:
+            raise Forbidden(f"the annotator's page needs the role {spelled(ANNOTATE)}; {who.name} is {who.role}")
+        return Person(who.name, who.role == ADMIN)
 
     def next_task(self, person: Person) -> OpenTask | None:
         """The task the annotator holds, else the oldest free triple-wise task, now held by them."""

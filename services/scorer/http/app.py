@@ -44,7 +44,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cheems import errors
-from services.access import Authenticate, check
+from services.access import Authenticate, bearer_of, check
 from services.grpc_errors import status_of
 from services.scorer.errors import (
     InvalidRequest,
@@ -61,7 +61,8 @@ SCORE = "/cheems.v1.RewardService/Score"
 TOKEN_KEY = "cheems.query_token"  # scope key for the `?token=` value, once moved out of the query string
 
 
-def error_reply(e: ScorerError) -> tuple[JSONResponse, str]:
+def error_reply(e: errors.CheemsError) -> tuple[JSONResponse, str]:
+    """The JSON reply of an error and its gRPC status name (the metrics' label)."""
     status = http_status(e)
     name = status_of(e).name
     message = str(e).encode("utf-8", "backslashreplace").decode()  # a message may quote a lone surrogate
@@ -151,13 +152,12 @@ class QueryToken:
 
 def credentials(request: Request) -> list[str]:
     """The tokens a request offers: the bearer header's, then `?token=`'s."""
-    scheme, _, header = request.headers.get("authorization", "").partition(" ")
     query = request.scope.get(TOKEN_KEY, b"").decode("utf-8", "replace")
-    return [t for t in (header.strip() if scheme.lower() == "bearer" else "", query) if t]
+    return [t for t in (bearer_of(request.headers.get("authorization", "")), query) if t]
 
 
-def refusal(authenticate: Authenticate, request: Request) -> JSONResponse | None:
-    """None when one of the request's tokens may score; else the 401 or 403 reply (naming the role needed)."""
+def refusal(authenticate: Authenticate, request: Request) -> errors.CheemsError | None:
+    """None when one of the request's tokens may score; else why not (401, or 403 naming the role needed)."""
     denied: errors.CheemsError = errors.Unauthenticated("missing or wrong token (bearer header or ?token=)")
     for token in credentials(request):
         try:
@@ -167,7 +167,7 @@ def refusal(authenticate: Authenticate, request: Request) -> JSONResponse | None
             denied = e
         except errors.Unauthenticated:
             pass
-    return JSONResponse({"error": str(denied), "reason": denied.reason}, status_code=http_status(denied))
+    return denied
 
 
 def create_app(scorer: Scorer, is_ready: Callable[[], bool], authenticate: Authenticate | None = None) -> ASGIApp:
@@ -180,11 +180,10 @@ def create_app(scorer: Scorer, is_ready: Callable[[], bool], authenticate: Authe
             return handler(parse_body(data, max_values), model)
 
         async def run(request: Request) -> Response:
-            refused = None if authenticate is None else await run_in_threadpool(refusal, authenticate, request)
-            if refused is not None:
-                metrics.requests.labels(
-                    api, "UNAUTHENTICATED" if refused.status_code == 401 else "PERMISSION_DENIED"
-                ).inc()
+            denied = None if authenticate is None else await run_in_threadpool(refusal, authenticate, request)
+            if denied is not None:
+                refused, status = error_reply(denied)
+                metrics.requests.labels(api, status).inc()
                 return refused
             started = time.perf_counter()
             try:

@@ -29,6 +29,20 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def token_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Training runs' token cache (trainer.data.cache) in this session's temporary folder, not the user's
+    ~/.cache: set in the environment, so the processes tests start (torchrun, `cheems up`) use it too."""
+    folder = tmp_path_factory.mktemp("cache")
+    before = os.environ.get("CHEEMS_CACHE_DIR")
+    os.environ["CHEEMS_CACHE_DIR"] = str(folder)
+    yield folder
+    if before is None:
+        os.environ.pop("CHEEMS_CACHE_DIR", None)
+    else:
+        os.environ["CHEEMS_CACHE_DIR"] = before
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Files holding a test marked `slow` (real processes: Triton, torchrun, the services) run first.
 

@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -111,7 +112,7 @@ def cached_dataset(
 def build(entry: Path, groups: Sequence[PromptGroup], tokenizer: Any, spec: CacheSpec, progress: bool) -> None:
     started = time.perf_counter()
     log.info("tokenizing %d prompts into the token cache %s", len(groups), entry)
-    temporary = entry.with_name(f".{entry.name}.{os.getpid()}")
+    temporary = entry.with_name(f".{entry.name}.{socket.gethostname()}.{os.getpid()}")
     shutil.rmtree(temporary, ignore_errors=True)
     temporary.mkdir(parents=True)
     try:
@@ -124,7 +125,7 @@ def build(entry: Path, groups: Sequence[PromptGroup], tokenizer: Any, spec: Cach
         tokens = layout.offsets[-1]
         meta = {"stats": asdict(layout.stats), "tokens": tokens, "seconds": round(seconds, 1), "spec": _plain(spec)}
         (temporary / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        os.replace(temporary, entry)
+        _publish(temporary, entry)
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
@@ -140,6 +141,17 @@ def open_entry(entry: Path) -> Dataset:
         data = dataset_of(ids, dict(arrays), LengthStats(**meta["stats"]))
     log.info("token cache %s: %d responses, %d tokens mapped", entry.name, len(data.examples), meta["tokens"])
     return data
+
+
+def _publish(temporary: Path, entry: Path) -> None:
+    """Rename the finished build into place. On shared storage whose locks do not reach other nodes, another
+    node may have published the same entry first: its equal copy stays, this one goes."""
+    try:
+        os.replace(temporary, entry)
+    except OSError:
+        if not (entry / META).exists():
+            raise
+        shutil.rmtree(temporary, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from trainer.data import Dataset, LengthPolicy, PromptGroup, read_groups, tokenize_groups
-from trainer.data.cache import CacheSpec, cache_key, cached_dataset
+from trainer.data.cache import CacheSpec, build, cache_key, cached_dataset, open_entry
 from trainer.tiny import build_tokenizer
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "sample" / "open.jsonl"
@@ -92,7 +92,15 @@ def _ask(root: str, marks: str) -> int:
 
 def test_processes_asking_at_once_build_it_once(tmp_path: Path) -> None:
     marks = tmp_path / "marks"
-    with multiprocessing.get_context("spawn").Pool(3) as pool:
-        sizes = pool.starmap(_ask, [(str(tmp_path / "cache"), str(marks))] * 3)
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        sizes = pool.starmap(_ask, [(str(tmp_path / "cache"), str(marks))] * 2)
     assert len(set(sizes)) == 1 and sizes[0] > 0
     assert marks.read_text() == "built\n"
+
+
+def test_a_build_finding_its_entry_published_by_another_node_keeps_that_one(tmp_path: Path, tokenizer) -> None:
+    data = cached_dataset(tmp_path, spec(), tokenizer, lambda: read_groups(SAMPLE))
+    (entry,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    build(entry, read_groups(SAMPLE), tokenizer, spec(), progress=False)  # as a node whose lock did not reach here
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([entry.name, f"{entry.name}.lock"])
+    same(open_entry(entry), data)

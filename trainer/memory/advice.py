@@ -46,6 +46,9 @@ def fixes(shape: ModelShape, setup: PlanSetup, batch: Batch, gpus_per_node: int 
             "no one change fits; together they do: --set fsdp=true --set gradient_checkpointing=true "
             "--set cpu_offload=true --set micro_batch_size=1 --set max_tokens=0"
         ]
+    least = estimate(shape, everything)
+    if least.row("overhead") >= setup.budget:
+        return [f"nothing: the fixed overhead alone ({least.row('overhead') / GIB:.1f} GiB) fills the GPU's budget"]
     return ["nothing fits this GPU: even one sequence with checkpointing and offload needs more (lower max_length)"]
 
 

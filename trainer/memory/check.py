@@ -48,6 +48,7 @@ def setup_of(config: TrainConfig, world_size: int, budget: int | None) -> PlanSe
         cpu_offload=bool(getattr(config, "cpu_offload", False)),
         tokens=batch.max_tokens or batch.micro_batch_size * batch.max_length,
         budget=budget,
+        row=batch.max_length,
     )
 
 

@@ -44,6 +44,7 @@ class PlanSetup:
     cpu_offload: bool  # FSDP's sharded states in host memory
     tokens: int  # tokens per forward per process
     budget: int | None = None  # bytes a GPU has; None: unknown
+    row: int = 0  # tokens a row of the forward holds at most (max_length); 0: all of `tokens`
 
     def __post_init__(self) -> None:
         if self.world_size < 1 or self.tokens < 1:
@@ -137,7 +138,8 @@ def activation_bytes(shape: ModelShape, setup: PlanSetup) -> int:
     recomputed = layer if setup.checkpointing else 0
     outside = 4 * r * shape.hidden_size + 8
     t = setup.tokens
-    return t * (shape.layers * per_layer + recomputed + outside) + t * t
+    mask = t * min(t, setup.row or t)  # one byte per pair of tokens within a row
+    return t * (shape.layers * per_layer + recomputed + outside) + mask
 
 
 def _widths(bf16: bool, fsdp: bool) -> tuple[int, int]:

@@ -9,7 +9,13 @@ from trainer.memory.estimate import GIB
 
 
 def _gib(value: int) -> str:
+    if 0 < value < GIB // 10:
+        return f"{value / 2**20:8.1f} MiB"
     return f"{value / GIB:8.1f} GiB"
+
+
+def _count(n: int) -> str:
+    return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M"
 
 
 def describe_setup(run: RunPlan) -> str:
@@ -33,7 +39,7 @@ def describe_setup(run: RunPlan) -> str:
 def format_plan(run: RunPlan) -> str:
     plan, shape = run.plan, run.plan.shape
     lines = [
-        f"memory plan for {run.model} ({run.source}): {shape.parameters / 1e9:.2f}e9 parameters, {shape.layers} layers",
+        f"memory plan for {run.model} ({run.source}): {_count(shape.parameters)} parameters, {shape.layers} layers",
         describe_setup(run),
         "",
         f"{'':<20}{'per GPU':>12}",

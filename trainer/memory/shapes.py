@@ -82,6 +82,7 @@ def _read_config(directory: Path, trust_remote_code: bool) -> Any:
 def _qwen2_config(shape: KnownShape) -> Any:
     from transformers import Qwen2Config
 
+    labels: dict[str, Any] = {"num_labels": 1}  # a PretrainedConfig keyword (not in Qwen2Config's signature)
     return Qwen2Config(
         hidden_size=shape.hidden_size,
         intermediate_size=shape.intermediate_size,
@@ -92,6 +93,5 @@ def _qwen2_config(shape: KnownShape) -> Any:
         tie_word_embeddings=shape.tie_word_embeddings,
         max_position_embeddings=32768,
         rms_norm_eps=1e-6,
-        rope_theta=1000000.0,
-        num_labels=1,
+        **labels,
     )

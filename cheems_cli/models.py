@@ -123,7 +123,7 @@ def _memory_plan(
         raise typer.BadParameter(str(e)) from None
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if check:
-        check_memory(config, nnodes * nproc, device, gpu_memory)  # a ConfigError: one line, exit 2
+        check_memory(config, nnodes * nproc, device, gpu_memory, gpus_per_node=nproc)  # ConfigError: exit 2
         return
     run = plan_run(config, nnodes * nproc, nproc, gpu_budget(device, gpu_memory))
     typer.echo(format_plan(run))

@@ -96,6 +96,7 @@ def check_memory(
     device: Any,
     gpu_memory: float | None = None,
     resolved: str | Path | None = None,
+    gpus_per_node: int | None = None,
 ) -> RunPlan | None:
     """Refuse (ConfigError, one line) a run whose plan does not fit the GPU; None when no budget is known.
 
@@ -104,7 +105,7 @@ def check_memory(
     budget = gpu_budget(device, gpu_memory)
     if budget is None:
         return None
-    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # torchrun's processes on this node
+    per_node = gpus_per_node or int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # torchrun's processes on this node
     try:
         run = plan_run(config, world_size, per_node, budget, resolved)
     except ConfigError as e:

@@ -39,6 +39,7 @@ from trainer.data.cache import CacheSpec, cached_dataset, default_root
 from trainer.distributed import World, gather_with_grad, rank_from_env, setup, teardown
 from trainer.evaluation import evaluate_model
 from trainer.loss import LossParts, bt_loss
+from trainer.memory.check import check_memory
 from trainer.microbatch import Budget, Forward, Measure, layout_tokens, shared_prefixes, split_step
 from trainer.recipes import recipe
 from trainer.report import Progress, Startup, configure_logging, describe_data, report_data, report_eval, summary
@@ -226,6 +227,7 @@ def train(config: TrainConfig) -> TrainResult:
 def _train(config: TrainConfig, world: World) -> TrainResult:
     startup = Startup()
     torch.manual_seed(config.seed)
+    check_memory(config, world.size, world.device)  # a run that cannot fit the GPU is refused before anything loads
     base, tokenizer = load_model(
         config.model,
         trust_remote_code=config.trust_remote_code,

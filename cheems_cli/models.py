@@ -73,6 +73,7 @@ def train_command(
     if ctx.find_root().params.get("verbose"):
         args.append("--verbose")  # the training processes set their own logging (trainer.report)
     try:
+        args += hub_model_args(recipe, set_ or [])
         endpoint = rdzv_endpoint or kubeflow_endpoint(os.environ)
         status = launch(LaunchConfig(nproc, nnodes, endpoint, rdzv_id), args)
     except ValueError as e:
@@ -81,3 +82,16 @@ def train_command(
         raise typer.BadParameter(str(e)) from None  # a bad --set or launch option
     if status:
         raise typer.Exit(status)
+
+
+def hub_model_args(recipe_name: str, assignments: list[str]) -> list[str]:
+    """`--set model=DIR` when the run's model is a Hugging Face Hub id: fetched here, once on each node, before
+    any training process starts (so no rank waits on a download at a barrier), and read from the cache by all.
+    A model that is neither a directory nor an id fails here, before torchrun."""
+    from cheems.hub import HubModel, model_source, resolve_model
+    from trainer.recipes import recipe
+
+    model = recipe(recipe_name).with_overrides(assignments).model
+    if not model or not isinstance(model_source(model), HubModel):
+        return []
+    return ["--set", f"model={resolve_model(model)}"]

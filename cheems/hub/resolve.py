@@ -144,7 +144,7 @@ def refusal(model: HubModel, error: Exception, offline: bool) -> CheemsError | N
             f"{model}: no such model on the Hugging Face Hub, or a private one (set HF_TOKEN to a token with access)"
         )
     if isinstance(error, hub.RevisionNotFoundError):
-        return NotFound(f"{model}: the Hugging Face Hub has no revision {model.revision!r} of {model.repo_id}")
+        return NotFound(f"{model}: the Hugging Face Hub has no revision {model.revision or 'main'!r} of {model.repo_id}")
     if isinstance(error, hub.IncompleteSnapshotError):
         return NotFound(
             f"{model}: only part of it is in the Hugging Face cache ({cache}): download it again with "

@@ -6,7 +6,7 @@
 GET /api/models/ORG/NAME/revision/REV (the commit), GET /api/models/ORG/NAME/tree/REV (the file list),
 HEAD and GET /ORG/NAME/resolve/REV/PATH (a file's metadata and bytes). Each repository has one commit, its
 `main`; unknown repositories answer 404 RepoNotFound, other revisions 404 RevisionNotFound, gated
-repositories 401 GatedRepo, as the Hub does. `hub.downloads`: the file paths served, in order.
+repositories 401 GatedRepo, as the Hub does. `hub.downloads`: the files served (REPO/PATH), in order.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class FakeHub:
                 if repo not in hub.repos:
                     return self._send(404, b'{"error": "no repo"}', {"X-Error-Code": "RepoNotFound"}, body)
                 files, commit = hub.repos[repo], hub.commits[repo]
-                if parts[4 if api else 3] not in {"main", commit}:
+                if parts[5 if api else 3] not in {"main", commit}:
                     return self._send(404, b"{}", {"X-Error-Code": "RevisionNotFound"}, body)
                 if api and parts[4] == "revision":
                     siblings = [{"rfilename": p} for p in files]
@@ -74,7 +74,7 @@ class FakeHub:
                 if parts[2] != "resolve" or path not in files:
                     return self._send(404, b"{}", {"X-Error-Code": "EntryNotFound"}, body)
                 if body:
-                    hub.downloads.append(path)
+                    hub.downloads.append(f"{repo}/{path}")
                 etag = _entry(path, files[path])["etag"]
                 headers = {"X-Repo-Commit": commit, "ETag": f'"{etag}"', "Content-Type": "application/octet-stream"}
                 self._send(200, files[path], headers, body)
@@ -107,3 +107,42 @@ def _entry(path: str, data: bytes) -> dict[str, object]:
         entry["lfs"] = {"oid": sha256, "size": len(data), "pointerSize": 134}
         entry["etag"] = sha256
     return entry
+
+
+RESOLVE = """
+import json, sys
+from cheems.hub import resolve_model
+outcomes = {}
+for name in sys.argv[1:]:
+    try:
+        outcomes[name] = ["ok", str(resolve_model(name))]
+    except Exception as e:
+        outcomes[name] = [type(e).__name__, str(e)]
+print(json.dumps(outcomes))
+"""
+
+
+def resolve_elsewhere(names: list[str], env: dict[str, str]) -> tuple[dict[str, list[str]], str]:
+    """({name: ["ok", directory] or [error kind, message]}, stderr) of `resolve_model` in a fresh process whose
+    environment adds `env` (huggingface_hub reads HF_ENDPOINT, HF_HOME, HF_HUB_OFFLINE at import)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", RESOLVE, *names],
+        env=hub_environment(env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(done.stdout.splitlines()[-1]), done.stderr
+
+
+def hub_environment(env: dict[str, str]) -> dict[str, str]:
+    """This process's environment without Hugging Face settings (HF_*), plus `env` and this checkout first."""
+    import os
+
+    root = Path(__file__).resolve().parents[3]
+    mine = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_", "TRANSFORMERS_"))}
+    return {**mine, "PYTHONPATH": str(root), **env}

@@ -73,9 +73,9 @@ def train_command(
     if ctx.find_root().params.get("verbose"):
         args.append("--verbose")  # the training processes set their own logging (trainer.report)
     try:
-        args += hub_model_args(recipe, set_ or [])
         endpoint = rdzv_endpoint or kubeflow_endpoint(os.environ)
-        status = launch(LaunchConfig(nproc, nnodes, endpoint, rdzv_id), args)
+        launching = LaunchConfig(nproc, nnodes, endpoint, rdzv_id)
+        status = launch(launching, args + hub_model_args(recipe, set_ or []))
     except ValueError as e:
         if isinstance(e, CheemsError):  # e.g. a missing checkpoint: reported by clear_errors
             raise

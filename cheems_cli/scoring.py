@@ -98,7 +98,10 @@ def rewards_command(
     token: ScorerToken,
     token_file: ScorerTokenFile = None,
     model: Annotated[
-        str, typer.Option(help="Checkpoint directory or Hugging Face Hub id, org/name[@revision] (scored in-process).")
+        str,
+        typer.Option(
+            help="Checkpoint directory or Hugging Face Hub id, org/name or org/name@revision (scored in-process)."
+        ),
     ] = "",
     model_url: Annotated[str, typer.Option(help="host:port of a running scorer instead.")] = "",
 ) -> None:
@@ -116,7 +119,9 @@ def rewards_command(
 @app.command("export-triton")
 @clear_errors
 def export_triton_command(
-    model: Annotated[str, typer.Option(help="Checkpoint directory or Hugging Face Hub id, org/name[@revision].")],
+    model: Annotated[
+        str, typer.Option(help="Checkpoint directory or Hugging Face Hub id, org/name or org/name@revision.")
+    ],
     out: Annotated[Path, typer.Option(help="Model repository directory to write.")],
     name: Annotated[str, typer.Option()] = "cheems_rm",
     max_batch_size: Annotated[int, typer.Option(min=1, help="Responses per forward (Triton's batch).")] = 64,

@@ -38,7 +38,7 @@ class ScorerConfig(BaseSettings):
     model: str = Field(
         default="",
         description="Checkpoint directory (AutoModelForSequenceClassification, safetensors), or a Hugging Face Hub "
-        "id, org/name[@revision], fetched into huggingface_hub's cache (HF_HOME, HF_HUB_OFFLINE, HF_TOKEN).",
+        "id, org/name or org/name@revision, fetched into huggingface_hub's cache (HF_HOME, HF_HUB_OFFLINE, HF_TOKEN).",
     )
     model_id: str = Field(
         default="",

@@ -11,7 +11,7 @@ package `pip install -e .` needs (pyproject's dependencies and each wheel's own 
 that Python), the build backend pip builds the project with, and grpcio-tools, which generates cheems.v1
 there. What stays out: what a CUDA host ships
 (HOST_SHIPS) and what only they need: their requirements are never followed, so torch's nvidia-* CUDA
-libraries and triton, transformers' and huggingface-hub's own (hf-xet, fsspec...) never land unless a package of ours needs
+libraries and triton, huggingface-hub's hf-xet and fsspec never land unless a package of ours needs
 them by another way; a small one that does (typing-extensions, packaging, tqdm...) is carried, and pip on
 the host keeps the host's copy where it satisfies the requirement.
 

@@ -57,8 +57,8 @@ def model_source(name: str | Path, revision: str | None = None) -> Path | HubMod
 
 def looks_like_path(text: str, repo: str) -> bool:
     """Whether `text` is meant as a path: rooted, relative to here or home, or deeper than org/name."""
-    separators = {"/", os.sep, os.altsep} - {None}
-    deeper = sum(repo.count(s) for s in separators if s != "/") > 0 or repo.count("/") > 1
+    other = [s for s in (os.sep, os.altsep) if s and s != "/"]  # Windows' backslash
+    deeper = repo.count("/") > 1 or any(s in repo for s in other)
     return text.startswith(("/", ".", "~", os.sep)) or deeper
 
 

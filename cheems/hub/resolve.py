@@ -144,8 +144,10 @@ def refusal(model: HubModel, error: Exception, offline: bool) -> CheemsError | N
             f"{model}: no such model on the Hugging Face Hub, or a private one (set HF_TOKEN to a token with access)"
         )
     if isinstance(error, hub.RevisionNotFoundError):
-        return NotFound(f"{model}: the Hugging Face Hub has no revision {model.revision or 'main'!r} of {model.repo_id}")
-    if isinstance(error, hub.IncompleteSnapshotError):
+        return NotFound(
+            f"{model}: the Hugging Face Hub has no revision {model.revision or 'main'!r} of {model.repo_id}"
+        )
+    if isinstance(error, getattr(hub, "IncompleteSnapshotError", ())):  # huggingface_hub 2.x tells it apart
         return NotFound(
             f"{model}: only part of it is in the Hugging Face cache ({cache}): download it again with "
             "HF_HUB_OFFLINE unset"

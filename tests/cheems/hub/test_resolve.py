@@ -72,3 +72,19 @@ def test_online_refusals_map_onto_the_error_tree(hub_cache: Any, tmp_path: Path)
     assert outcomes["org/bins"] == [ModelError.__name__, outcomes["org/bins"][1]]
     assert "no *.safetensors weights" in outcomes["org/bins"][1] and "org/bins/pytorch_model.bin" not in hub.downloads
     assert outcomes["org/tiny@v9"][0] == NotFound.__name__ and "no revision 'v9'" in outcomes["org/tiny@v9"][1]
+
+
+def test_download_bars_show_though_loading_turned_them_off() -> None:
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    from cheems.hub.resolve import download_progress
+
+    was_off = are_progress_bars_disabled()
+    disable_progress_bars()  # as cheems.model.quiet_transformers does
+    try:
+        with download_progress():
+            assert not are_progress_bars_disabled()
+        assert are_progress_bars_disabled()
+    finally:
+        if not was_off:
+            enable_progress_bars()

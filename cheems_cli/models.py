@@ -90,7 +90,8 @@ def train_command(
         _memory_plan(recipe, set_ or [], nnodes, nproc, gpu_memory, json_out if plan else None, check=not plan)
     try:
         endpoint = rdzv_endpoint or kubeflow_endpoint(os.environ)
-        status = launch(LaunchConfig(nproc, nnodes, endpoint, rdzv_id), args)
+        launching = LaunchConfig(nproc, nnodes, endpoint, rdzv_id)
+        status = launch(launching, args + hub_model_args(recipe, set_ or []))
     except ValueError as e:
         if isinstance(e, CheemsError):  # e.g. a missing checkpoint: reported by clear_errors
             raise
@@ -130,3 +131,16 @@ def _memory_plan(
     if json_out:
         json_out.write_text(json.dumps(plan_json(run), indent=2) + "\n", encoding="utf-8")
     raise typer.Exit(1 if run.plan.fits is False else 0)
+
+
+def hub_model_args(recipe_name: str, assignments: list[str]) -> list[str]:
+    """`--set model=DIR` when the run's model is a Hugging Face Hub id: fetched here, once on each node, before
+    any training process starts (so no rank waits on a download at a barrier), and read from the cache by all.
+    A model that is neither a directory nor an id fails here, before torchrun."""
+    from cheems.hub import HubModel, model_source, resolve_model
+    from trainer.recipes import recipe
+
+    model = recipe(recipe_name).with_overrides(assignments).model
+    if not model or not isinstance(model_source(model), HubModel):
+        return []
+    return ["--set", f"model={resolve_model(model)}"]

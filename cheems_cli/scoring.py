@@ -33,17 +33,30 @@ def serve_command(config: ScorerConfig) -> None:
 
     if not config.model and not config.follow:  # Path("") would be the working directory
         raise typer.BadParameter(
-            "a checkpoint directory is required (or --follow, to serve the registry's models)",
+            "a checkpoint directory or a Hugging Face Hub id is required (or --follow, to serve the registry's models)",
             param_hint="'--model' (or CHEEMS_SCORER_MODEL)",
         )
-    if config.model and not Path(config.model).is_dir():
-        raise typer.BadParameter(f"{config.model!r} is not a directory", param_hint="'--model'")
+    if config.model:  # a Hub id is fetched (or found in the cache) before anything starts
+        config = hub_config(config)
 
     def announce(server: ScorerServer) -> None:
         http = f"{config.host}:{server.http_port}" if config.http_port >= 0 else "off"
         typer.echo(f"serving: gRPC {config.host}:{server.grpc_port}  HTTP {http}")  # what scripts and tests wait for
 
     serve(config, on_serving=announce)
+
+
+def hub_config(config: ScorerConfig) -> ScorerConfig:
+    """`config` serving --model's directory: a Hub id's cached snapshot, reported by the repository's name."""
+    from cheems.errors import ModelError
+    from cheems.hub import resolve_model, served_name
+
+    try:
+        directory = resolve_model(config.model)
+    except ModelError as e:  # a path that is no directory, an id that is none: the option's usage error
+        raise typer.BadParameter(str(e), param_hint="'--model'") from None
+    model_id = config.model_id or served_name(config.model)
+    return config.model_copy(update={"model": str(directory), "model_id": model_id})
 
 
 @app.command("score")
@@ -84,22 +97,31 @@ def rewards_command(
     out: Annotated[Path, typer.Option(help="Rewards jsonl to write.")],
     token: ScorerToken,
     token_file: ScorerTokenFile = None,
-    model: Annotated[str, typer.Option(help="Checkpoint directory (scored in-process).")] = "",
+    model: Annotated[
+        str,
+        typer.Option(
+            help="Checkpoint directory or Hugging Face Hub id, org/name or org/name@revision (scored in-process)."
+        ),
+    ] = "",
     model_url: Annotated[str, typer.Option(help="host:port of a running scorer instead.")] = "",
 ) -> None:
     """Score every response of bench files: the rewards file `cheems eval` and distant supervision read."""
+    from cheems.hub import resolve_model
     from services.scorer.bench_rewards import write_bench_rewards
 
     if bool(model) == bool(model_url):
         raise typer.BadParameter("give exactly one of --model and --model-url")
     token = secret_option(token, token_file, "--token-file") or (account_token(None, model_url) if model_url else "")
+    model = str(resolve_model(model)) if model else ""
     typer.echo(f"wrote {write_bench_rewards(bench, out, model, model_url, token)} rewards to {out}")
 
 
 @app.command("export-triton")
 @clear_errors
 def export_triton_command(
-    model: Annotated[Path, typer.Option(exists=True, file_okay=False, help="Checkpoint directory.")],
+    model: Annotated[
+        str, typer.Option(help="Checkpoint directory or Hugging Face Hub id, org/name or org/name@revision.")
+    ],
     out: Annotated[Path, typer.Option(help="Model repository directory to write.")],
     name: Annotated[str, typer.Option()] = "cheems_rm",
     max_batch_size: Annotated[int, typer.Option(min=1, help="Responses per forward (Triton's batch).")] = 64,
@@ -117,9 +139,18 @@ def export_triton_command(
     ] = 2000,
 ) -> None:
     """Export a checkpoint as a Triton model repository (Python backend) for the official Triton image."""
+    from cheems.hub import resolve_model
     from services.scorer.triton.repository import export_triton_repository
 
     target = export_triton_repository(
-        model, out, name, max_batch_size, queue_delay_us, device, prefix_sharing == "on", dtype, max_batch_tokens
+        resolve_model(model),
+        out,
+        name,
+        max_batch_size,
+        queue_delay_us,
+        device,
+        prefix_sharing == "on",
+        dtype,
+        max_batch_tokens,
     )
     typer.echo(f"wrote {target}")

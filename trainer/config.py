@@ -17,7 +17,7 @@ from trainer.data import LengthPolicy
 
 @dataclass
 class TrainConfig:
-    model: str = ""  # checkpoint directory (AutoModelForSequenceClassification, safetensors)
+    model: str = ""  # checkpoint directory (safetensors) or Hugging Face Hub id, org/name[@revision]
     train_files: list[str] = field(
         default_factory=list
     )  # preference or bench data, any layout cheems.formats.layouts reads

@@ -27,6 +27,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from cheems.errors import ConfigError
 from cheems.forward import attention_of, can_share, cost_of, forward_rewards, shared_rewards
+from cheems.hub import resolve_model
 from cheems.model import load_model, save_model
 from cheems.packing import plan_rows
 from evaluator.evaluate import EvalOptions
@@ -229,7 +230,7 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
     torch.manual_seed(config.seed)
     check_memory(config, world.size, world.device)  # a run that cannot fit the GPU is refused before anything loads
     base, tokenizer = load_model(
-        config.model,
+        resolve_model(config.model),  # a Hub id (`cheems train` resolved it already, once per node)
         trust_remote_code=config.trust_remote_code,
         attn_implementation=config.attn_implementation,
         device=str(world.device),

@@ -1,0 +1,188 @@
+"""FSDP2 for a model larger than one rank: built on the meta device, sharded, then filled shard by shard.
+
+    model, tokenizer = load_sharded(config, world)   # every rank, under torchrun with fsdp=True
+
+No rank ever holds the whole model. The model is built from its config on the meta device (no memory), each
+decoder layer and then the root are `fully_shard`ed (a `MixedPrecisionPolicy`: bfloat16 parameters for the
+forward and backward, float32 gradient reduction, when `bf16` is set on CUDA; float32 elsewhere; a
+`CPUOffloadPolicy` with `cpu_offload`), the shards are materialised on the device (`to_empty`), and each rank
+reads from the checkpoint's safetensors files only the rows of each tensor it owns (`safe_open(...).get_slice`):
+no communication, host memory bounded by one shard of one tensor. Every rank needs the checkpoint's files (a
+shared filesystem, or a copy per node). Buffers that are not saved (the rotary embedding's `inv_freq`) are
+recomputed by building their module again on the CPU. A chat model's checkpoint has no reward head: it gets
+the head `load_model` would give it (`cheems.model.fresh_head`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from cheems.errors import ModelError
+from cheems.model import empty_model, fresh_head, head_of
+from trainer.config import TrainConfig
+from trainer.distributed import World
+
+log = logging.getLogger(__name__)
+
+
+def prepare(base: Any, config: TrainConfig) -> None:
+    """What both the DDP and the FSDP paths do to the transformers model first: activation checkpointing (each
+    decoder layer's activations recomputed in the backward) and compilation, in place."""
+    if config.gradient_checkpointing:
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        base.config.use_cache = False
+    if config.compile:
+        base.compile()  # in place: DDP, FSDP and the reward hooks keep seeing the same module
+
+
+def load_sharded(config: TrainConfig, world: World) -> tuple[Any, Any]:
+    """(the sharded model on `world.device`, its tokenizer): every rank calls it, each reads only its rows."""
+    base, tokenizer = empty_model(
+        config.model,
+        trust_remote_code=config.trust_remote_code,
+        attn_implementation=config.attn_implementation,
+        device=str(world.device),
+        training=True,
+    )
+    prepare(base, config)
+    shard(base, config, world)
+    materialise(base, Path(config.model), config.seed, world.device, "cpu" if config.cpu_offload else world.device)
+    return base, tokenizer
+
+
+def materialise(model: nn.Module, directory: Path, seed: int, device: torch.device, storage: Any = None) -> None:
+    """A model on the meta device (sharded or whole) given memory on `storage` (default `device`) and its weights
+    from `directory`; its unsaved buffers on `device`, where the forward runs."""
+    model.to_empty(device=storage or device)
+    restore_buffers(model, device)
+    with torch.no_grad():
+        load_weights(model, directory, seed)
+
+
+def policies(config: TrainConfig, world: World) -> dict[str, Any]:
+    """`fully_shard`'s keyword arguments: the mixed-precision policy and, with `cpu_offload`, the offload one."""
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy
+
+    half = config.bf16 and world.device.type == "cuda"
+    precision = MixedPrecisionPolicy(
+        param_dtype=torch.bfloat16 if half else torch.float32,
+        reduce_dtype=torch.float32,
+    )
+    kwargs: dict[str, Any] = {"mp_policy": precision}
+    if config.cpu_offload:
+        kwargs["offload_policy"] = CPUOffloadPolicy()
+    return kwargs
+
+
+def shard(base: Any, config: TrainConfig, world: World) -> None:
+    """`fully_shard` each decoder layer (its parameters gathered only while it runs), then the root."""
+    from torch.distributed.fsdp import fully_shard
+
+    kwargs = policies(config, world)
+    for layer in base.base_model.layers:
+        fully_shard(layer, **kwargs)
+    fully_shard(base, **kwargs)
+
+
+def restore_buffers(model: nn.Module, device: torch.device) -> None:
+    """Recompute the buffers a checkpoint does not hold (after `to_empty` they are garbage): each module holding
+    one is built again from its config on the CPU (a rotary embedding: its `inv_freq` from rope_theta and the
+    head size) and its unsaved buffers copied over."""
+    for name, module in model.named_modules():
+        unsaved = [b for b in module._non_persistent_buffers_set if module._buffers.get(b) is not None]
+        if not unsaved:
+            continue
+        if not hasattr(module, "config") or any(True for _ in module.parameters()):
+            what = f"{name} ({type(module).__name__}) has unsaved buffers {unsaved}"
+            raise ModelError(f"{what}: only a parameterless module with a config can be rebuilt to recompute them")
+        with torch.device("cpu"):
+            fresh = type(module)(module.config)
+        for buffer in unsaved:
+            module._buffers[buffer] = fresh._buffers[buffer].to(device)
+
+
+def load_weights(model: nn.Module, directory: Path, seed: int) -> None:
+    """Fill every parameter and saved buffer of `model` (sharded DTensors or plain tensors) from the safetensors
+    files in `directory`, each rank reading only its rows; a missing reward head gets `fresh_head(model, seed)`.
+    Refuses a checkpoint missing anything else."""
+    from safetensors import safe_open
+
+    targets = model.state_dict(keep_vars=True)
+    head = {n for n, t in targets.items() if any(t is p for p in head_of(model).parameters())}
+    with ExitStack() as stack:
+        handles = [stack.enter_context(safe_open(f, framework="pt")) for f in sorted(directory.glob("*.safetensors"))]
+        where = _locate(handles, targets, getattr(model, "base_model_prefix", ""))
+        missing = sorted(set(targets) - set(where))
+        if set(missing) - head:
+            shown = ", ".join(missing[:4]) + (", ..." if len(missing) > 4 else "")
+            raise ModelError(f"{directory}: weights the model needs are not in its safetensors files ({shown})")
+        for name, tensor in targets.items():
+            local, dim, start, stop = local_part(tensor)
+            if name in where:
+                handle, key = where[name]
+                rows = _read(handle, key, dim, start, stop, tensor.dim())
+            else:
+                rows = _missing_head(model, name, seed).narrow(dim, start, stop - start)
+            local.copy_(rows.to(local.dtype))
+    if missing:
+        log.info("%s has no reward head (%s): initialised as a missing head is", directory, ", ".join(missing))
+
+
+def local_part(tensor: torch.Tensor) -> tuple[torch.Tensor, int, int, int]:
+    """(this rank's local tensor, the dimension it is cut along, its first and end index there): a DTensor
+    sharded along one dimension of a 1-D mesh (FSDP2: torch.chunk's split, the last ranks may hold fewer rows),
+    or a whole tensor."""
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+
+    if not isinstance(tensor, DTensor):
+        return tensor.data, 0, 0, tensor.shape[0] if tensor.dim() else 0
+    placements = tensor.placements
+    local = tensor.to_local()
+    if all(isinstance(p, Replicate) for p in placements):
+        return local, 0, 0, tensor.shape[0] if tensor.dim() else 0
+    if len(placements) != 1 or not isinstance(placements[0], Shard):
+        raise ModelError(f"a parameter placed {placements} cannot be loaded: one Shard on a 1-D mesh expected")
+    dim, size = placements[0].dim, tensor.device_mesh.size()
+    chunk = -(-tensor.shape[dim] // size)
+    start = min(chunk * tensor.device_mesh.get_local_rank(), tensor.shape[dim])
+    return local, dim, start, start + local.shape[dim]
+
+
+def _locate(handles: list[Any], targets: dict[str, Any], prefix: str) -> dict[str, tuple[Any, str]]:
+    """Model name -> (file handle, key in it); a bare backbone's keys lack the model's prefix."""
+    where: dict[str, tuple[Any, str]] = {}
+    for handle in handles:
+        for key in handle.keys():  # noqa: SIM118 (a safetensors handle is not iterable)
+            for name in _names_of(key, prefix):
+                if name in targets:
+                    where[name] = (handle, key)
+    return where
+
+
+def _names_of(key: str, prefix: str) -> Iterator[str]:
+    yield key
+    if prefix:
+        yield f"{prefix}.{key}"
+
+
+def _read(handle: Any, key: str, dim: int, start: int, stop: int, ndim: int) -> torch.Tensor:
+    """Only rows [start, stop) along `dim` of tensor `key` (a scalar whole)."""
+    part = handle.get_slice(key)
+    if ndim == 0:
+        return part[:]
+    index = (*(slice(None) for _ in range(dim)), slice(start, stop))
+    return part[index]
+
+
+def _missing_head(model: nn.Module, name: str, seed: int) -> torch.Tensor:
+    """A head weight as `load_model` makes it up (its bias, if any, zero)."""
+    if name.endswith("weight"):
+        return fresh_head(model, seed)
+    return torch.zeros(head_of(model).out_features)

@@ -110,7 +110,7 @@ def empty_model(
     tokenizer: Any = None,
 ) -> tuple[Any, Any]:
     """(model, tokenizer) as `load_model` gives them, but the model built on the meta device from the
-    checkpoint's config: no memory, no weights read (a sharded loader fills it, `trainer.sharding`)."""
+    checkpoint's config: no memory, no weights read (the trainer's sharded loader fills it)."""
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
     quiet_transformers()

@@ -42,7 +42,7 @@ class TrainConfig:
     seed: int = 0
     bf16: bool = True  # autocast on GPU; CPU always runs fp32
     gradient_checkpointing: bool = False
-    fsdp: bool = False  # shard parameters (large models on GPUs; trainer.sharding); DDP otherwise
+    fsdp: bool = False  # shard parameters (large models on GPUs; trainer.weights.sharding); DDP otherwise
     cpu_offload: bool = False  # with fsdp: parameters, gradients and optimizer state kept on the CPU
     export_shard_bytes: int = 5_000_000_000  # the final model's safetensors files hold at most this much each
     prefix_sharing: bool = True  # a prompt's responses in one packed sequence, prompt computed once (exact)

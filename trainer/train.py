@@ -31,19 +31,19 @@ from cheems.packing import plan_rows
 from evaluator.evaluate import EvalOptions
 from evaluator.metrics import EvalResult
 from evaluator.report import to_json
-from trainer import checkpoint
 from trainer.config import TrainConfig
 from trainer.data import Dataset, LengthPolicy, LengthStats, read_groups, tokenize_groups
 from trainer.distributed import World, gather_with_grad, rank_from_env, setup, teardown
 from trainer.evaluation import evaluate_model
-from trainer.export import export_model
 from trainer.loss import LossParts, bt_loss
 from trainer.microbatch import Budget, Forward, Measure, layout_tokens, shared_prefixes, split_step
 from trainer.recipes import recipe
 from trainer.report import Progress, Startup, configure_logging, describe_data, report_data, report_eval, summary
 from trainer.sampler import SamplerConfig, epoch_batches, pairs_in_batch
-from trainer.sharding import load_sharded, prepare
 from trainer.steplog import StepLog, Totals
+from trainer.weights import checkpoint
+from trainer.weights.export import export_model
+from trainer.weights.sharding import load_sharded, prepare
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def load_data(config: TrainConfig, tokenizer: Any) -> Dataset:
 
 def load_for_training(config: TrainConfig, world: World) -> tuple[Any, Any, Any]:
     """(the model the loop runs: DDP-wrapped, FSDP-sharded or plain; the transformers model inside; its tokenizer).
-    Under FSDP each rank builds the model on the meta device and reads only its shards (`trainer.sharding`);
+    Under FSDP each rank builds the model on the meta device and reads only its shards (`trainer.weights.sharding`);
     otherwise every rank loads the whole model and moves it to its device."""
     if sharded(config, world):
         base, tokenizer = load_sharded(config, world)
@@ -329,7 +329,7 @@ def export_final(
     world: World,
 ) -> Path | None:
     """OUT/model: the self-describing HF sequence-classification directory with training metadata, in
-    safetensors shards of at most `export_shard_bytes` gathered tensor by tensor (`trainer.export`)."""
+    safetensors shards of at most `export_shard_bytes` gathered tensor by tensor (`trainer.weights.export`)."""
     metadata = None
     if world.is_main:
         metadata = {

@@ -104,8 +104,9 @@ def full_tensor(tensor: torch.Tensor) -> torch.Tensor:
 
     if not isinstance(tensor, DTensor):
         return tensor
-    if tensor.device.type != tensor.device_mesh.device_type:  # offloaded to the CPU: gathered on the device
-        tensor = tensor.to(tensor.device_mesh.device_type)
+    mesh = tensor.device_mesh
+    if tensor.device.type != mesh.device_type:  # offloaded to the CPU: gathered on the device
+        return DTensor.full_tensor(tensor.to(mesh.device_type))  # type: ignore[arg-type]
     return tensor.full_tensor()
 
 

@@ -139,15 +139,24 @@ def main(argv: list[str] | None = None) -> None:
         base = train(f"in memory, {args.baseline_prompts} prompts", small, model, "off", 1, work)
         cold = train(f"cache cold, {args.baseline_prompts} prompts", small, model, str(work / "c0"), 1, work)
         warm = train(f"cache warm, {args.baseline_prompts} prompts", small, model, str(work / "c0"), 1, work)
-        print(f"  data time vs in memory: cold {cold.data / base.data:.2f}x, warm {warm.data / base.data:.3f}x; "
-              f"peak memory: cold {cold.largest_rss / base.largest_rss:.2f}x, warm {warm.largest_rss / base.largest_rss:.2f}x")
+        print(
+            f"  data time vs in memory: cold {cold.data / base.data:.2f}x, warm {warm.data / base.data:.3f}x; "
+            f"peak memory: cold {cold.largest_rss / base.largest_rss:.2f}x, "
+            f"warm {warm.largest_rss / base.largest_rss:.2f}x"
+        )
         runs = [train(f"cache cold, {args.prompts} prompts", full, model, str(work / "c1"), 1, work)]
         runs.append(train(f"cache warm, {args.prompts} prompts", full, model, str(work / "c1"), 1, work))
         if args.nproc > 1:
-            runs.append(train(f"cache cold, {args.prompts}, nproc {args.nproc}", full, model, str(work / "c2"),
-                              args.nproc, work))
-            runs.append(train(f"cache warm, {args.prompts}, nproc {args.nproc}", full, model, str(work / "c2"),
-                              args.nproc, work))
+            runs.append(
+                train(
+                    f"cache cold, {args.prompts}, nproc {args.nproc}", full, model, str(work / "c2"), args.nproc, work
+                )
+            )
+            runs.append(
+                train(
+                    f"cache warm, {args.prompts}, nproc {args.nproc}", full, model, str(work / "c2"), args.nproc, work
+                )
+            )
     goals = [
         ("cold first step <= 240 s", runs[0].first_step <= 240),
         ("one process <= 4 GiB", runs[0].largest_rss <= 4 * GIB),

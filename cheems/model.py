@@ -74,19 +74,15 @@ def load_model(
 
     `tokenizer`: the checkpoint's tokenizer when the caller has it already (loading one holds the GIL for
     seconds, which a serving process's calls feel). `strict`: refuse a checkpoint that lacks weights the model
-    needs (a chat model's directory has no reward head: transformers would make one up at random).
-    `attn_implementation`: a name `cheems.attention.resolve_attention` takes, resolved for `device` (where the
-    caller will run the model; it is loaded on the CPU) and `training` (gradients): one the device cannot run
-    is refused (ConfigError) before anything loads."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    needs (a chat model's directory has no reward head: transformers would make one up at random, N(0,
+    initializer_range) from torch's generator, as `fresh_head` does). `attn_implementation`: a name
+    `cheems.attention.resolve_attention` takes, resolved for `device` (where the caller will run the model; it is
+    loaded on the CPU) and `training` (gradients): one the device cannot run is refused (ConfigError) before
+    anything loads."""
+    from transformers import AutoModelForSequenceClassification
 
     quiet_transformers()
-    attention = resolve_attention(attn_implementation, device, training)
-    directory = Path(path)
-    if not directory.is_dir():  # a Hub id is resolved once, where the command starts (`cheems.hub.resolve_model`)
-        raise ModelError(f"{directory}: not a directory (a Hugging Face Hub id goes through cheems.hub.resolve_model)")
-    if not any(directory.glob("*.safetensors")):
-        raise ModelError(f"{directory}: no *.safetensors weights (pickled .bin checkpoints are refused)")
+    directory, attention = _checked(path, attn_implementation, device, training)
     model, info = AutoModelForSequenceClassification.from_pretrained(
         directory,
         dtype=dtype,
@@ -102,12 +98,63 @@ def load_model(
             f"{directory}: not a trained reward model: weights missing from it would be random "
             f"({', '.join(absent[:4])}{', ...' if len(absent) > 4 else ''})"
         )
+    return model, _finish(model, directory, tokenizer, trust_remote_code)
+
+
+def empty_model(
+    path: str | Path,
+    dtype: torch.dtype = torch.float32,
+    trust_remote_code: bool = False,
+    attn_implementation: str = "auto",
+    device: str = "cpu",
+    training: bool = False,
+    tokenizer: Any = None,
+) -> tuple[Any, Any]:
+    """(model, tokenizer) as `load_model` gives them, but the model built on the meta device from the
+    checkpoint's config: no memory, no weights read (the trainer's sharded loader fills it)."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    quiet_transformers()
+    directory, attention = _checked(path, attn_implementation, device, training)
+    config = AutoConfig.from_pretrained(directory, num_labels=1, trust_remote_code=trust_remote_code)
+    with torch.device("meta"):
+        model = AutoModelForSequenceClassification.from_config(
+            config, dtype=dtype, attn_implementation=attention, trust_remote_code=trust_remote_code
+        )
+    return model, _finish(model, directory, tokenizer, trust_remote_code)
+
+
+def fresh_head(model: nn.Module, seed: int) -> torch.Tensor:
+    """The head a checkpoint without one (a chat model's) gets: transformers' initialisation of a missing
+    linear, N(0, initializer_range), drawn first from a generator seeded `seed` (what `load_model` gives after
+    `torch.manual_seed(seed)`), as a full CPU tensor."""
+    head = head_of(model)
+    generator = torch.Generator().manual_seed(seed)
+    std = float(getattr(model.config, "initializer_range", 0.02))
+    return torch.empty(head.weight.shape, dtype=torch.float32).normal_(0.0, std, generator=generator)
+
+
+def _checked(path: str | Path, attn_implementation: str, device: str, training: bool) -> tuple[Path, str]:
+    """The checkpoint directory (refused without safetensors) and the attention kernel resolved for `device`."""
+    attention = resolve_attention(attn_implementation, device, training)
+    directory = Path(path)
+    if not directory.is_dir():  # a Hub id is resolved once, where the command starts (`cheems.hub.resolve_model`)
+        raise ModelError(f"{directory}: not a directory (a Hugging Face Hub id goes through cheems.hub.resolve_model)")
+    if not any(directory.glob("*.safetensors")):
+        raise ModelError(f"{directory}: no *.safetensors weights (pickled .bin checkpoints are refused)")
+    return directory, attention
+
+
+def _finish(model: Any, directory: Path, tokenizer: Any, trust_remote_code: bool) -> Any:
+    """The tokenizer (loaded unless given); the model's pad token set from it; its scalar head checked."""
+    from transformers import AutoTokenizer
+
     if tokenizer is None:
         tokenizer = AutoTokenizer.from_pretrained(directory, trust_remote_code=trust_remote_code)
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     head_of(model)
-    return model, tokenizer
+    return tokenizer
 
 
 def save_model(
@@ -129,9 +176,14 @@ def save_model(
     model.save_pretrained(directory, state_dict=state_dict, safe_serialization=True)
     tokenizer.save_pretrained(directory)
     if metadata is not None:
-        text = json.dumps(metadata, ensure_ascii=False, indent=2, default=str)
-        (directory / "cheems_metadata.json").write_text(text + "\n", encoding="utf-8")
+        write_metadata(directory, metadata)
     return directory
+
+
+def write_metadata(directory: Path, metadata: dict[str, Any]) -> None:
+    """DIR/cheems_metadata.json: how the model was made (training config, data digest, final evaluation)."""
+    text = json.dumps(metadata, ensure_ascii=False, indent=2, default=str)
+    (directory / "cheems_metadata.json").write_text(text + "\n", encoding="utf-8")
 
 
 def describe_reward_model(config: Any, tokenizer: Any) -> None:

@@ -2,8 +2,10 @@
 
 Training: `tiny` (a small real-vocabulary Qwen2 RM), `data` (preference and bench files into tokenized
 prompt groups), `sampler` (greedy sample-based batching), `loss`, `config` + `recipes`, `train` (the
-torchrun entry) with `launch`, `distributed`, `checkpoint`, `evaluation` and `report`; `ablation` (the paper's
+torchrun entry) with `launch`, `distributed`, `evaluation` and `report`; `ablation` (the paper's
 Table 4: one model per dataset recipe, the rows and the JSON; pure).
+`weights/`: `sharding` (FSDP2 on the meta device, each rank loading its rows), `checkpoint` (full or sharded
+through torch.distributed.checkpoint) and `export` (the final model in safetensors shards).
 `datasets/`: `recipes` (which annotations become pairs; pure) and `build` (a dataset from the store).
 `service/`: the training service: `trainings` (transport-free work), `monitor`, `progress`, `auto`,
 `config`, `messages`, `launchers/` (local process group, Kubernetes Job), `server` (gRPC) and `ablation` (Table 4's

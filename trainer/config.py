@@ -42,7 +42,9 @@ class TrainConfig:
     seed: int = 0
     bf16: bool = True  # autocast on GPU; CPU always runs fp32
     gradient_checkpointing: bool = False
-    fsdp: bool = False  # shard parameters (large models on GPUs); DDP otherwise
+    fsdp: bool = False  # shard parameters (large models on GPUs; trainer.weights.sharding); DDP otherwise
+    cpu_offload: bool = False  # with fsdp: parameters, gradients and optimizer state kept on the CPU
+    export_shard_bytes: int = 5_000_000_000  # the final model's safetensors files hold at most this much each
     prefix_sharing: bool = True  # a prompt's responses in one packed sequence, prompt computed once (exact)
     attn_implementation: str = "auto"  # cheems.attention: auto (flex_attention on CUDA, sdpa on CPU), sdpa, ...
     eval_every: int = 0  # optimizer steps; 0 = at the end only
@@ -81,6 +83,10 @@ class TrainConfig:
             )
         if self.max_tokens < 0:
             raise ValueError(f"max_tokens must be >= 0 (0 = no budget), got {self.max_tokens}")
+        if self.cpu_offload and not self.fsdp:
+            raise ValueError("cpu_offload needs fsdp=true (it offloads FSDP's shards)")
+        if self.export_shard_bytes < 1:
+            raise ValueError(f"export_shard_bytes must be >= 1, got {self.export_shard_bytes}")
         check_name(self.attn_implementation)  # a ConfigError, a ValueError naming the field
         if not self.reg_coef >= 0:
             raise ValueError(f"reg_coef must be >= 0, got {self.reg_coef}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -28,12 +29,11 @@ from torch.nn.parallel import DistributedDataParallel
 from cheems.errors import ConfigError
 from cheems.forward import attention_of, can_share, cost_of, forward_rewards, shared_rewards
 from cheems.hub import resolve_model
-from cheems.model import load_model, save_model
+from cheems.model import load_model
 from cheems.packing import plan_rows
 from evaluator.evaluate import EvalOptions
 from evaluator.metrics import EvalResult
 from evaluator.report import to_json
-from trainer import checkpoint
 from trainer.config import TrainConfig
 from trainer.data import Dataset, LengthPolicy, LengthStats, PromptGroup, read_groups, tokenize_groups
 from trainer.data.cache import CacheSpec, cached_dataset, default_root
@@ -46,6 +46,9 @@ from trainer.recipes import recipe
 from trainer.report import Progress, Startup, configure_logging, describe_data, report_data, report_eval, summary
 from trainer.sampler import SamplerConfig, epoch_batches, pairs_in_batch
 from trainer.steplog import StepLog, Totals
+from trainer.weights import checkpoint
+from trainer.weights.export import export_model
+from trainer.weights.sharding import load_sharded, prepare
 
 log = logging.getLogger(__name__)
 
@@ -128,26 +131,40 @@ def load_data(config: TrainConfig, tokenizer: Any, world: World | None = None) -
     return data
 
 
+def load_for_training(config: TrainConfig, world: World) -> tuple[Any, Any, Any]:
+    """(the model the loop runs: DDP-wrapped, FSDP-sharded or plain; the transformers model inside; its tokenizer).
+    Under FSDP each rank builds the model on the meta device and reads only its shards (`trainer.weights.sharding`);
+    otherwise every rank loads the whole model and moves it to its device."""
+    if sharded(config, world):
+        base, tokenizer = load_sharded(config, world)
+        return base, base, tokenizer
+    base, tokenizer = load_model(
+        config.model,
+        trust_remote_code=config.trust_remote_code,
+        attn_implementation=config.attn_implementation,
+        device=str(world.device),
+        training=True,
+    )
+    base.to(world.device)
+    return wrap(base, config, world), base, tokenizer
+
+
+def sharded(config: TrainConfig, world: World) -> bool:
+    """FSDP: parameters, checkpoints and the export sharded across ranks (fsdp=True under torchrun)."""
+    return config.fsdp and world.distributed
+
+
 def wrap(base: Any, config: TrainConfig, world: World) -> Any:
-    if config.gradient_checkpointing:
-        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        base.config.use_cache = False
-    if config.compile:
-        base.compile()  # in place: DDP, FSDP and the reward hooks keep seeing the same module
+    """A whole model made ready to train: checkpointing and compilation, then DDP across ranks."""
+    prepare(base, config)
     if not world.distributed:
         return base
-    if config.fsdp:
-        from torch.distributed.fsdp import fully_shard
-
-        for layer in base.base_model.layers:
-            fully_shard(layer)
-        return fully_shard(base)
     return DistributedDataParallel(base, device_ids=[world.local_rank] if world.device.type == "cuda" else None)
 
 
 def make_optimizer(model: Any, config: TrainConfig, world: World) -> torch.optim.Optimizer:
     """AdamW; fused (one kernel for every parameter) on CUDA."""
-    fused = world.device.type == "cuda"
+    fused = world.device.type == "cuda" and not config.cpu_offload  # offloaded: the step runs on the CPU
     return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=fused)
 
 
@@ -229,26 +246,20 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
     startup = Startup()
     torch.manual_seed(config.seed)
     check_memory(config, world.size, world.device)  # a run that cannot fit the GPU is refused before anything loads
-    base, tokenizer = load_model(
-        resolve_model(config.model),  # a Hub id (`cheems train` resolved it already, once per node)
-        trust_remote_code=config.trust_remote_code,
-        attn_implementation=config.attn_implementation,
-        device=str(world.device),
-        training=True,
-    )
-    base.to(world.device)
+    # a Hub id becomes its snapshot's directory (`cheems train` resolved it already, once per node)
+    config = dataclasses.replace(config, model=str(resolve_model(config.model)))
+    model, base, tokenizer = load_for_training(config, world)
     startup.mark("model")
     data = load_data(config, tokenizer, world)
     startup.mark("data")
     plan = make_plan(config, data, world)
-    model = wrap(base, config, world)
     optimizer = make_optimizer(model, config, world)
     warmup = int(plan.total_steps * config.warmup_ratio)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, cosine_with_warmup(plan.total_steps, warmup))
     out = Path(config.out_dir)
     position: dict[str, Any] = {"step": 0, "epoch": 0, "batch": 0}
     if config.resume and (last := checkpoint.latest(out)) is not None:
-        position = checkpoint.load(last, model, optimizer, scheduler)
+        position = checkpoint.load(last, model, optimizer, scheduler, sharded(config, world))
         check_resume(position, plan, last)
         log.info("resumed from %s", last)
     if world.is_main:
@@ -311,6 +322,7 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
                     scheduler,
                     position,
                     world,
+                    sharded(config, world),
                 )
     model_dir = None if interrupted else export_final(config, base, tokenizer, data, result, step, world)
     if world.is_main:
@@ -340,21 +352,18 @@ def export_final(
     steps: int,
     world: World,
 ) -> Path | None:
-    """OUT/model: the self-describing HF sequence-classification directory with training metadata."""
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict
-
-    state = get_model_state_dict(base, options=checkpoint.FULL)
-    if not world.is_main:
-        return None
-    directory = Path(config.out_dir) / "model"
-    metadata = {
-        "data_sha256": data_hash(config.train_files),
-        "config": config.to_dict(),
-        "steps": steps,
-        "length_stats": vars(data.stats),
-        "final_eval": to_json(result) if result else None,
-    }
-    return save_model(base, tokenizer, directory, metadata, state_dict=dict(state))
+    """OUT/model: the self-describing HF sequence-classification directory with training metadata, in
+    safetensors shards of at most `export_shard_bytes` gathered tensor by tensor (`trainer.weights.export`)."""
+    metadata = None
+    if world.is_main:
+        metadata = {
+            "data_sha256": data_hash(config.train_files),
+            "config": config.to_dict(),
+            "steps": steps,
+            "length_stats": vars(data.stats),
+            "final_eval": to_json(result) if result else None,
+        }
+    return export_model(base, tokenizer, Path(config.out_dir) / "model", metadata, world, config.export_shard_bytes)
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, bool]:

@@ -184,6 +184,8 @@ def test_two_processes_match_one_process(tiny: Path, files: tuple[Path, Path], t
         f"out_dir={tmp_path / 'two'}",
         "--set",
         f"fsdp={fsdp}",
+        "--set",
+        "save_every=8",
     ]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -196,6 +198,40 @@ def test_two_processes_match_one_process(tiny: Path, files: tuple[Path, Path], t
     for name in a:
         torch.testing.assert_close(a[name], b[name], rtol=1e-3, atol=1e-4, msg=name)
     assert single.eval is not None
+    if fsdp == "true":
+        sharded_checkpoints_resume_and_export(tmp_path / "two", cmd, env)
+
+
+def sharded_checkpoints_resume_and_export(run: Path, cmd: list[str], env: dict[str, str]) -> None:
+    """FSDP's checkpoints are per-rank shards (torch.distributed.checkpoint); a run resumed from the step-8 one
+    ends with the uninterrupted run's losses and weights; the export is the final checkpoint's weights, and what
+    plain transformers loads from it."""
+    import shutil
+
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    from transformers import AutoModelForSequenceClassification
+
+    step8, step12 = run / "checkpoints" / "step-00000008", run / "checkpoints" / "step-00000012"
+    assert {"__0_0.distcp", "__1_0.distcp", ".metadata"} <= {p.name for p in step8.iterdir()}
+    assert not list(step8.glob("*.safetensors")) and json.loads((step8 / "position.json").read_text())["step"] == 8
+    exported = load_file(run / "model" / "model.safetensors")
+    dcp_to_torch_save(step12, run / "final.pt")
+    trained = torch.load(run / "final.pt", weights_only=True)["model"]
+    assert trained.keys() == exported.keys()
+    hf = AutoModelForSequenceClassification.from_pretrained(run / "model", use_safetensors=True)
+    for name, value in exported.items():
+        torch.testing.assert_close(value, trained[name], rtol=0, atol=0, msg=name)
+        torch.testing.assert_close(hf.state_dict()[name], value, rtol=0, atol=0, msg=name)
+    cut = run.parent / "cut"
+    shutil.copytree(run, cut, ignore=shutil.ignore_patterns("step-00000012", "model", "final.pt"))
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    (cut / "metrics.jsonl").write_text("\n".join(lines[:8]) + "\n")
+    resumed = subprocess.run([*cmd, "--set", f"out_dir={cut}"], capture_output=True, text=True, env=env, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    again = [json.loads(x)["loss"] for x in (cut / "metrics.jsonl").read_text().splitlines()]
+    assert again == pytest.approx([json.loads(x)["loss"] for x in lines], abs=1e-5)
+    for name, value in load_file(cut / "model" / "model.safetensors").items():
+        torch.testing.assert_close(value, exported[name], rtol=0, atol=1e-6, msg=name)
 
 
 def test_trains_on_a_file_mixing_every_community_layout(tiny: Path, tmp_path: Path) -> None:

@@ -166,4 +166,3 @@ def _locked(path: Path) -> Iterator[None]:
 
 def _plain(spec: CacheSpec) -> dict[str, Any]:
     return {**asdict(spec), "policy": str(spec.policy), "files": [str(Path(p).resolve()) for p in spec.files]}
-

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, overload
 
 import numpy as np
@@ -164,8 +165,8 @@ def dataset_of(ids: np.ndarray, arrays: dict[str, np.ndarray], stats: LengthStat
     examples = Examples(ids, arrays["offsets"], arrays["group"], arrays["index"])
     starts, pair_starts = arrays["group_starts"].tolist(), arrays["pair_starts"].tolist()
     flat = [(int(a), int(b)) for a, b in arrays["pairs"].tolist()]
-    groups = [list(range(a, b)) for a, b in zip(starts, starts[1:], strict=False)]
-    pairs = [flat[a:b] for a, b in zip(pair_starts, pair_starts[1:], strict=False)]
+    groups = [list(range(a, b)) for a, b in pairwise(starts)]
+    pairs = [flat[a:b] for a, b in pairwise(pair_starts)]
     return Dataset(examples, groups, pairs, stats)
 
 

@@ -76,9 +76,10 @@ def test_an_interrupted_build_is_not_an_entry(tmp_path: Path, tokenizer) -> None
     with pytest.raises(KeyboardInterrupt):
         cached_dataset(tmp_path, spec(), tokenizer, broken)
     assert not [p for p in tmp_path.iterdir() if p.is_dir()]  # nothing half-written left behind
-    same(cached_dataset(tmp_path, spec(), tokenizer, lambda: read_groups(SAMPLE)), tokenize_groups(
-        read_groups(SAMPLE), tokenizer, 64
-    ))
+    same(
+        cached_dataset(tmp_path, spec(), tokenizer, lambda: read_groups(SAMPLE)),
+        tokenize_groups(read_groups(SAMPLE), tokenizer, 64),
+    )
 
 
 def _ask(root: str, marks: str) -> int:

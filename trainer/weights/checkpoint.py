@@ -1,0 +1,142 @@
+"""Checkpoints that resume exactly: model, optimizer, scheduler, sampler position and RNG.
+
+Layout: OUT/checkpoints/step-00000042/. `position.json` is written last, after every rank has written its part,
+so a directory without it is an interrupted save and is ignored. Two formats, recorded in `position.json`:
+
+- full (DDP and one process): {model.safetensors, config.json, tokenizer files, trainer_state.pt}; rank 0
+  gathers the whole model and optimizer state and writes them; the directory loads as a Hugging Face model.
+- sharded (FSDP, `fsdp=True` under torchrun): `torch.distributed.checkpoint` files, each rank writing its own
+  shards of the model and optimizer state (`__0_0.distcp`, `__1_0.distcp`, ... and `.metadata`), so no rank
+  ever holds the whole state; plus config.json, the tokenizer and trainer_state.pt (scheduler and RNG).
+
+A run resumes only the format it writes (a checkpoint without a format is a full one, as all were before
+sharded ones); `trainer_state.pt` is read with `weights_only=True` (no arbitrary pickle).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+
+from cheems.errors import ConfigError
+from cheems.model import save_model
+from trainer.distributed import World, barrier
+
+POSITION = "position.json"
+TRAINER_STATE = "trainer_state.pt"
+FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
+FORMATS = {False: "full", True: "sharded"}  # by `sharded`: what a run writes and resumes
+
+
+def checkpoint_dir(out_dir: str | Path, step: int) -> Path:
+    return Path(out_dir) / "checkpoints" / f"step-{step:08d}"
+
+
+def latest(out_dir: str | Path) -> Path | None:
+    complete = sorted(p.parent for p in (Path(out_dir) / "checkpoints").glob(f"step-*/{POSITION}"))
+    return complete[-1] if complete else None
+
+
+def save(
+    directory: Path,
+    model: Any,
+    base: Any,
+    tokenizer: Any,
+    optimizer: Any,
+    scheduler: Any,
+    position: dict[str, Any],
+    world: World,
+    sharded: bool = False,
+) -> None:
+    """Every rank calls this. Full: rank 0 gathers and writes; sharded: each rank writes its shards."""
+    if sharded:
+        _save_sharded(directory, model, base, tokenizer, optimizer, world)
+        extra: dict[str, Any] = {}
+    else:
+        model_state = get_model_state_dict(model, options=FULL)
+        extra = {"optimizer": get_optimizer_state_dict(model, optimizer, options=FULL)}
+        if world.is_main:
+            save_model(base, tokenizer, directory, state_dict=dict(model_state))
+    if world.is_main:
+        torch.save({**extra, "scheduler": scheduler.state_dict(), "rng": _rng_state()}, directory / TRAINER_STATE)
+    barrier(world)  # every rank's part is on disk before the position marks the checkpoint complete
+    if world.is_main:
+        text = json.dumps({**position, "format": FORMATS[sharded]})
+        (directory / POSITION).write_text(text + "\n", encoding="utf-8")
+    barrier(world)
+
+
+def load(directory: Path, model: Any, optimizer: Any, scheduler: Any, sharded: bool = False) -> dict[str, Any]:
+    """Restore everything saved by `save`; returns the sampler position (and the batching it counts in)."""
+    position: dict[str, Any] = json.loads((directory / POSITION).read_text(encoding="utf-8"))
+    saved = position.pop("format", FORMATS[False])
+    if saved != FORMATS[sharded]:
+        raise ConfigError(
+            f"{directory} is a {saved} checkpoint and this run (fsdp {'on' if sharded else 'off'} under torchrun) "
+            f"resumes {FORMATS[sharded]} ones: resume with fsdp={str(saved == FORMATS[True]).lower()}, "
+            "or train into a new out_dir"
+        )
+    state = torch.load(directory / TRAINER_STATE, weights_only=True)
+    if sharded:
+        _load_sharded(directory, model, optimizer)
+    else:
+        weights: dict[str, Any] = {}
+        for file in sorted(directory.glob("*.safetensors")):
+            weights.update(load_file(file))
+        options = StateDictOptions(full_state_dict=True)
+        set_model_state_dict(model, weights, options=options)
+        set_optimizer_state_dict(model, optimizer, state["optimizer"], options=options)
+    scheduler.load_state_dict(state["scheduler"])
+    torch.set_rng_state(state["rng"]["torch"])
+    random.setstate(_as_tuple(state["rng"]["python"]))
+    if "cuda" in state["rng"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["rng"]["cuda"])
+    return position
+
+
+def _save_sharded(directory: Path, model: Any, base: Any, tokenizer: Any, optimizer: Any, world: World) -> None:
+    import torch.distributed.checkpoint as dcp
+
+    if world.is_main:  # what the weights are, for whoever converts the shards (dcp_to_torch_save)
+        directory.mkdir(parents=True, exist_ok=True)
+        base.config.save_pretrained(directory)
+        tokenizer.save_pretrained(directory)
+    barrier(world)
+    dcp.save(_sharded_state(model, optimizer), checkpoint_id=directory)
+
+
+def _load_sharded(directory: Path, model: Any, optimizer: Any) -> None:
+    import torch.distributed.checkpoint as dcp
+
+    state = _sharded_state(model, optimizer)
+    dcp.load(state, checkpoint_id=directory)  # each rank reads its own shards into `state`, in place
+    set_model_state_dict(model, state["model"])
+    set_optimizer_state_dict(model, optimizer, state["optimizer"])
+
+
+def _sharded_state(model: Any, optimizer: Any) -> dict[str, Any]:
+    """Model and optimizer state as each rank holds it (DTensor shards): what dcp writes and reads."""
+    return {"model": get_model_state_dict(model), "optimizer": get_optimizer_state_dict(model, optimizer)}
+
+
+def _rng_state() -> dict[str, Any]:
+    rng = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        rng["cuda"] = torch.cuda.get_rng_state()
+    return rng
+
+
+def _as_tuple(value: Any) -> Any:
+    return tuple(_as_tuple(v) for v in value) if isinstance(value, list | tuple) else value

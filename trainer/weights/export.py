@@ -1,0 +1,122 @@
+"""The trained model as a Hugging Face directory of safetensors shards, gathered one tensor at a time.
+
+    export_model(base, tokenizer, OUT / "model", metadata, world, max_shard_bytes=5_000_000_000)
+
+Every rank walks the model's state dict in the same order; a sharded (FSDP2 DTensor) tensor is gathered whole
+(`full_tensor`, every rank takes part) and rank 0 adds it to the shard it is filling, writing the shard out
+when the next tensor would not fit: host memory holds about one shard, never the whole model. A model that
+fits one shard is one `model.safetensors`, as `save_pretrained` writes it; a larger one is
+`model-00001-of-0000N.safetensors`... with `model.safetensors.index.json`, the layout transformers, vLLM and
+our scorer load. Config, tokenizer, chat template and `cheems_metadata.json` are written as
+`cheems.model.save_model` writes them (self-describing, `describe_reward_model`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cheems.model import describe_reward_model, write_metadata
+from trainer.distributed import World, barrier
+
+SINGLE = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+DEFAULT_MAX_SHARD_BYTES = 5_000_000_000  # transformers' save_pretrained default, "5GB"
+
+
+class ShardWriter:
+    """Tensors in, safetensors shards of at most `max_bytes` out (a tensor larger than that alone in its own)."""
+
+    def __init__(self, directory: Path, max_bytes: int = DEFAULT_MAX_SHARD_BYTES) -> None:
+        if max_bytes < 1:
+            raise ValueError(f"max_shard_bytes must be >= 1, got {max_bytes}")
+        self.directory, self.max_bytes = directory, max_bytes
+        self.current: dict[str, torch.Tensor] = {}
+        self.current_bytes = 0
+        self.written: list[tuple[Path, list[str]]] = []  # each shard's temporary file and tensor names
+        self.total_bytes = 0
+
+    def add(self, name: str, tensor: torch.Tensor) -> None:
+        size = tensor.numel() * tensor.element_size()
+        if self.current and self.current_bytes + size > self.max_bytes:
+            self.flush()
+        self.current[name] = tensor.detach().to("cpu").contiguous()
+        self.current_bytes += size
+        self.total_bytes += size
+
+    def flush(self) -> None:
+        from safetensors.torch import save_file
+
+        if not self.current:
+            return
+        path = self.directory / f".shard-{len(self.written):05d}.tmp"
+        save_file(self.current, path, metadata={"format": "pt"})
+        self.written.append((path, list(self.current)))
+        self.current, self.current_bytes = {}, 0
+
+    def finish(self) -> list[Path]:
+        """Name the shards (their count known now) and write the index when there are several."""
+        self.flush()
+        count = len(self.written)
+        names = [SINGLE] if count == 1 else [f"model-{i:05d}-of-{count:05d}.safetensors" for i in range(1, count + 1)]
+        for (temporary, _), name in zip(self.written, names, strict=True):
+            temporary.replace(self.directory / name)
+        if count > 1:
+            weight_map = {key: name for (_, keys), name in zip(self.written, names, strict=True) for key in keys}
+            index = {"metadata": {"total_size": self.total_bytes}, "weight_map": weight_map}
+            (self.directory / INDEX).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        return [self.directory / n for n in names]
+
+
+def export_model(
+    base: Any,
+    tokenizer: Any,
+    directory: Path,
+    metadata: dict[str, Any] | None,
+    world: World,
+    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+) -> Path | None:
+    """Every rank calls it; rank 0 writes `directory` and returns it, the others return None."""
+    writer = None
+    if world.is_main:
+        directory.mkdir(parents=True, exist_ok=True)
+        for old in [*directory.glob("*.safetensors"), *directory.glob(INDEX)]:
+            old.unlink()  # a new export replaces an older one's shards
+        writer = ShardWriter(directory, max_shard_bytes)
+    for name, tensor in base.state_dict().items():
+        whole = full_tensor(tensor)
+        if writer is not None:
+            writer.add(name, whole)
+        del whole
+    if writer is not None:
+        writer.finish()
+        write_companions(base, tokenizer, directory, metadata)
+    barrier(world)
+    return directory if world.is_main else None
+
+
+def full_tensor(tensor: torch.Tensor) -> torch.Tensor:
+    """The whole tensor: a DTensor gathered from every rank (a collective), a plain one as it is."""
+    from torch.distributed.tensor import DTensor
+
+    if not isinstance(tensor, DTensor):
+        return tensor
+    mesh = tensor.device_mesh
+    if tensor.device.type != mesh.device_type:  # offloaded to the CPU: gathered on the device
+        return DTensor.full_tensor(tensor.to(mesh.device_type))  # type: ignore[arg-type]
+    return tensor.full_tensor()
+
+
+def write_companions(base: Any, tokenizer: Any, directory: Path, metadata: dict[str, Any] | None) -> None:
+    """Config, tokenizer and metadata, as `save_pretrained` + `save_model` write them around the weights."""
+    describe_reward_model(base.config, tokenizer)
+    dtype = next(base.parameters()).dtype
+    base.config.dtype = str(dtype).removeprefix("torch.")
+    base.config.architectures = [type(base).__name__.removeprefix("FSDP")]  # FSDP2 renames the class
+    base.config.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    if metadata is not None:
+        write_metadata(directory, metadata)

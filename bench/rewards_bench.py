@@ -6,7 +6,7 @@ smaller, for two CPU cores). The RM is a random-weight Qwen2 over the real Qwen2
 (`bench/model_options.py`: device, dtype and shape are options). Three ways over the same file, in one run:
   (a) old    the path `cheems rewards --model` took before: one prompt a forward, float32 on the CPU, the
              vocabulary rebuilt for each prompt's length bound (on the first `--old-prompts` prompts only)
-  (b) new    `services.scorer.offline`: tokenized with the scorer's tokenization (left truncation at
+  (b) new    `services.scorer.offline.jobs`: tokenized with the scorer's tokenization (left truncation at
              --max-length), many prompts a forward in --max-batch-tokens batches sorted by length, prefix
              sharing within a prompt where it pays; timed from texts to rewards (tokenizing included)
   (c) plain  transformers' AutoModelForSequenceClassification on (b)'s token sequences (tokenized beforehand,
@@ -46,8 +46,8 @@ from cheems.formats.benchfile import read_bench_file
 from cheems.forward import length_groups, pad_batch, to_device
 from cheems.model import load_model
 from cheems.precision import resolve_dtype
-from services.scorer.bench_rewards import job_of
-from services.scorer.offline import OfflineScoring, score_loaded, windows
+from services.scorer.offline.bench_rewards import job_of
+from services.scorer.offline.jobs import OfflineScoring, score_loaded, windows
 from services.scorer.tokenization import ScoreJob, tokenize_job
 from trainer.tiny import build_tokenizer
 

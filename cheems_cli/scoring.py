@@ -104,8 +104,8 @@ def rewards_command(
     """Score every response of bench files: the rewards file `cheems eval` and distant supervision read.
 
     In-process (--model), prompts are scored many to a forward, sorted by length, on --device in --dtype."""
-    from services.scorer.bench_rewards import write_bench_rewards
-    from services.scorer.offline import OfflineScoring
+    from services.scorer.offline.bench_rewards import write_bench_rewards
+    from services.scorer.offline.jobs import OfflineScoring
 
     if bool(model) == bool(model_url):
         raise typer.BadParameter("give exactly one of --model and --model-url")

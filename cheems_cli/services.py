@@ -319,11 +319,7 @@ def service_training(
         ),
     ] = None,
     supervision_device: Annotated[
-        str,
-        typer.Option(
-            help="Where distant supervision scores, in this process: auto (cuda when there is a GPU, else cpu), "
-            "cpu, cuda, cuda:1 ..."
-        ),
+        str, typer.Option(help="Where distant supervision scores: auto (cuda if there is a GPU), cpu, cuda:1 ...")
     ] = "auto",
     supervision_dtype: Annotated[
         Literal["auto", "bfloat16", "float16", "float32"],
@@ -365,7 +361,7 @@ def service_training(
     tls_key: TlsKey = "",
 ) -> None:
     """gRPC cheems.v1.TrainingService: datasets, trainings (local or Kubernetes) and models, until SIGTERM."""
-    from services.scorer.offline import OfflineScoring
+    from services.scorer.offline.jobs import OfflineScoring
     from trainer.datasets.recipes import DistantSettings
     from trainer.service.config import TrainingConfig
     from trainer.service.server import serve

@@ -10,7 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from cheems_cli.main import app
-from services.scorer.offline import OfflineScoring
+from services.scorer.offline.jobs import OfflineScoring
 
 
 def rewards(tmp_path: Path, *options: str) -> Any:
@@ -22,7 +22,7 @@ def rewards(tmp_path: Path, *options: str) -> Any:
 def test_the_options_reach_the_offline_scoring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Any] = []
     monkeypatch.setattr(
-        "services.scorer.bench_rewards.write_bench_rewards", lambda *args: seen.append(args) or 0
+        "services.scorer.offline.bench_rewards.write_bench_rewards", lambda *args: seen.append(args) or 0
     )  # fmt: skip
     result = rewards(
         tmp_path, "--device", "cpu", "--dtype", "float32", "--max-batch-tokens", "512", "--max-length", "64"

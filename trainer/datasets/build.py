@@ -8,8 +8,8 @@ the supervisor, as the paper does: a reward model trained on human rankings only
 dataset recipe is `human`, or the one `supervisor` names), never one chosen by its CheemsBench score (the
 benchmark would then steer what enters the training data). It scores in this process, on `score_device` in
 `score_dtype` (auto: the GPU when there is one, in bfloat16), many prompts a forward: the scorer's own
-tokenization (left truncation) and offline batched path (`services.scorer.offline`). Before such a model exists,
-a `*-distant` recipe makes no dataset: it waits (`NoSupervisor`, saying why) and takes no AI relation
+tokenization (left truncation) and offline batched path (`services.scorer.offline.jobs`). Before such a model
+exists, a `*-distant` recipe makes no dataset: it waits (`NoSupervisor`, saying why) and takes no AI relation
 unfiltered. The dataset records its supervisor, and in `details` how it was made: the settings (distant
 supervision's margins, the debias seed, the supervisor's truncation) and the counts per source before and
 after each step (`dataset_details`; `cheems status --json` shows it under `datasets`, as does the model page).
@@ -60,7 +60,7 @@ from trainer.datasets.recipes import (
 from trainer.service.messages import dataset_message
 
 if TYPE_CHECKING:  # torch is loaded where a supervisor scores, not with the service's modules
-    from services.scorer.offline import OfflineScoring
+    from services.scorer.offline.jobs import OfflineScoring
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +111,8 @@ class DatasetOptions:
 
     @property
     def scoring(self) -> OfflineScoring:
-        """How the supervisor scores: the scorer's offline batched path (`services.scorer.offline`)."""
-        from services.scorer.offline import OfflineScoring
+        """How the supervisor scores: the scorer's offline batched path (`services.scorer.offline.jobs`)."""
+        from services.scorer.offline.jobs import OfflineScoring
 
         return OfflineScoring(self.score_device, self.score_dtype, max_length=self.score_max_length)
 
@@ -152,8 +152,8 @@ def supervisor_scores(
     prompts: Sequence[AnnotatedPrompt], model_dir: str, scoring: OfflineScoring
 ) -> dict[str, dict[str, float]]:
     """{prompt id: {response id: reward}} from the model at `model_dir`, scored in this process on the device and
-    in the dtype `scoring` says, many prompts a forward (`services.scorer.offline`)."""
-    from services.scorer.offline import score_jobs
+    in the dtype `scoring` says, many prompts a forward (`services.scorer.offline.jobs`)."""
+    from services.scorer.offline.jobs import score_jobs
     from services.scorer.tokenization import make_job
 
     jobs = [

@@ -12,7 +12,7 @@ from cheems.errors import ConfigError
 from cheems.execution import Execution
 from cheems.forward import plan
 from cheems.model import load_model
-from services.scorer.offline import OfflineScoring, ahead, score_jobs, windows
+from services.scorer.offline.jobs import OfflineScoring, ahead, score_jobs, windows
 from services.scorer.tokenization import ScoreJob, make_job, tokenize_job
 
 LONG = "很长的回答，" * 40  # ~240 tokens: over max_length below, so its beginning is cut

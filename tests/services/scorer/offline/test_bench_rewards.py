@@ -9,8 +9,8 @@ import pytest
 
 from cheems.formats.cheemsbench import BenchItem
 from cheems.formats.responses import Response
-from services.scorer.bench_rewards import score_items_remote
 from services.scorer.client import RewardClient
+from services.scorer.offline.bench_rewards import score_items_remote
 from services.scorer.runtime import ScorerServer
 
 

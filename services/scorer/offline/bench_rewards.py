@@ -20,7 +20,7 @@ from tqdm import tqdm
 from cheems.formats.benchfile import read_bench_file
 from cheems.formats.cheemsbench import BenchItem
 from cheems.formats.rewards_file import write_rewards
-from services.scorer.offline import OfflineScoring, score_jobs
+from services.scorer.offline.jobs import OfflineScoring, score_jobs
 from services.scorer.tokenization import ScoreJob, make_job
 
 MAX_ITEMS = 64  # prompts per ScoreBatch call (the scorer takes up to its --max-batch-items, 128 by default)

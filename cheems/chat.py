@@ -100,9 +100,22 @@ def token_ids(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
     that strips no whitespace and is not normalized. Otherwise every text is tokenized whole."""
     split = shared_split(tokenizer, texts) if len(texts) > 1 else 0
     if split < MIN_SHARED_CHARS:
-        return [list(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]] if texts else []
-    head, *rest = tokenizer([texts[0][:split], *(t[split:] for t in texts)], add_special_tokens=False)["input_ids"]
+        return batch_ids(tokenizer, texts) if texts else []
+    head, *rest = batch_ids(tokenizer, [texts[0][:split], *(t[split:] for t in texts)])
     return [[*head, *ids] for ids in rest]
+
+
+def batch_ids(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
+    """The ids `tokenizer(texts, add_special_tokens=False)` gives, from the Rust tokenizer's `encode_batch_fast`
+    (no character offsets computed: measured 1.3-1.9x faster on Chinese text) when the Python side would change
+    nothing: no truncation or padding set on the backend, special tokens not split."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    fast = getattr(backend, "encode_batch_fast", None)
+    plain = backend is not None and backend.truncation is None and backend.padding is None
+    split = getattr(tokenizer, "split_special_tokens", False) or getattr(backend, "encode_special_tokens", False)
+    if fast is not None and plain and not split:
+        return [encoding.ids for encoding in fast(list(texts), add_special_tokens=False)]
+    return [list(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
 
 
 def shared_split(tokenizer: Any, texts: Sequence[str]) -> int:

@@ -69,7 +69,8 @@ def load_model(
     device: str = "cpu",
     training: bool = False,
 ) -> tuple[Any, Any]:
-    """(model, tokenizer) from a sequence-classification checkpoint directory, safetensors only.
+    """(model, tokenizer) from a sequence-classification checkpoint directory, safetensors only (a Hugging Face
+    Hub id is resolved to one by `cheems.hub.resolve_model` where the command starts).
 
     `tokenizer`: the checkpoint's tokenizer when the caller has it already (loading one holds the GIL for
     seconds, which a serving process's calls feel). `strict`: refuse a checkpoint that lacks weights the model
@@ -82,6 +83,8 @@ def load_model(
     quiet_transformers()
     attention = resolve_attention(attn_implementation, device, training)
     directory = Path(path)
+    if not directory.is_dir():  # a Hub id is resolved once, where the command starts (`cheems.hub.resolve_model`)
+        raise ModelError(f"{directory}: not a directory (a Hugging Face Hub id goes through cheems.hub.resolve_model)")
     if not any(directory.glob("*.safetensors")):
         raise ModelError(f"{directory}: no *.safetensors weights (pickled .bin checkpoints are refused)")
     model, info = AutoModelForSequenceClassification.from_pretrained(

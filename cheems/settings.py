@@ -26,6 +26,7 @@ class Settings(BaseSettings):
     scorer_token: str = ""  # bearer token the scorer requires (empty = none)
     bench_root: str = ""  # the evaluation service reads StartRun's bench files from under here
     data_dir: str = "out/cheems"  # datasets and training runs (checkpoints, models): shared storage in a cluster
+    cache_dir: str = ""  # token arrays of training data (trainer.data.cache); empty = $XDG_CACHE_HOME/cheems
     training_url: str = ""  # host:port of the training service's gRPC endpoint
     tls_ca: str = ""  # PEM file of the CA the services' TLS certificates are signed by; empty = plaintext gRPC
     judge_base_url: str = ""  # OpenAI-compatible API of the AI judge, e.g. https://host/v1

@@ -75,13 +75,16 @@ def annotate_judge(
     model: JudgeModel,
     api_key: JudgeApiKey,
     api_key_file: JudgeApiKeyFile = None,
-    local_model: Annotated[str, typer.Option(help="Or: a local causal-LM checkpoint run with transformers.")] = "",
+    local_model: Annotated[
+        str, typer.Option(help="Or: a causal-LM checkpoint (directory or Hub id) run with transformers.")
+    ] = "",
     both_orders: Annotated[bool, typer.Option(help="Judge both A/B orders; keep consistent verdicts.")] = False,
     concurrency: Annotated[int, typer.Option(min=1)] = 8,
     timeout: Annotated[float, typer.Option()] = 60.0,
     seed: Annotated[int, typer.Option()] = 0,
 ) -> None:
     """Judge every pair of responses with an LLM (the paper's template); print position/length bias."""
+    from cheems.hub import resolve_model
     from services.annotation.files.commands import dump, judge
     from services.annotation.judge.pairwise import JudgeConfig, OpenAICompatibleBackend, TransformersBackend
 
@@ -89,7 +92,9 @@ def annotate_judge(
         raise typer.BadParameter("give --base-url with --model, or --local-model")
     api_key = secret_option(api_key, api_key_file, "--api-key-file")
     backend: Any = (
-        TransformersBackend(local_model) if local_model else OpenAICompatibleBackend(base_url, model, api_key, timeout)
+        TransformersBackend(str(resolve_model(local_model)))
+        if local_model
+        else OpenAICompatibleBackend(base_url, model, api_key, timeout)
     )
     typer.echo(
         dump(judge(bench, out, backend, JudgeConfig(both_orders=both_orders, concurrency=concurrency, seed=seed)))

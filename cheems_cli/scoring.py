@@ -33,17 +33,30 @@ def serve_command(config: ScorerConfig) -> None:
 
     if not config.model and not config.follow:  # Path("") would be the working directory
         raise typer.BadParameter(
-            "a checkpoint directory is required (or --follow, to serve the registry's models)",
+            "a checkpoint directory or a Hugging Face Hub id is required (or --follow, to serve the registry's models)",
             param_hint="'--model' (or CHEEMS_SCORER_MODEL)",
         )
-    if config.model and not Path(config.model).is_dir():
-        raise typer.BadParameter(f"{config.model!r} is not a directory", param_hint="'--model'")
+    if config.model:  # a Hub id is fetched (or found in the cache) before anything starts
+        config = hub_config(config)
 
     def announce(server: ScorerServer) -> None:
         http = f"{config.host}:{server.http_port}" if config.http_port >= 0 else "off"
         typer.echo(f"serving: gRPC {config.host}:{server.grpc_port}  HTTP {http}")  # what scripts and tests wait for
 
     serve(config, on_serving=announce)
+
+
+def hub_config(config: ScorerConfig) -> ScorerConfig:
+    """`config` serving --model's directory: a Hub id's cached snapshot, reported by the repository's name."""
+    from cheems.errors import ModelError
+    from cheems.hub import resolve_model, served_name
+
+    try:
+        directory = resolve_model(config.model)
+    except ModelError as e:  # a path that is no directory, an id that is none: the option's usage error
+        raise typer.BadParameter(str(e), param_hint="'--model'") from None
+    model_id = config.model_id or served_name(config.model)
+    return config.model_copy(update={"model": str(directory), "model_id": model_id})
 
 
 @app.command("score")
@@ -84,7 +97,12 @@ def rewards_command(
     out: Annotated[Path, typer.Option(help="Rewards jsonl to write.")],
     token: ScorerToken,
     token_file: ScorerTokenFile = None,
-    model: Annotated[str, typer.Option(help="Checkpoint directory (scored in-process).")] = "",
+    model: Annotated[
+        str,
+        typer.Option(
+            help="Checkpoint directory or Hugging Face Hub id, org/name or org/name@revision (scored in-process)."
+        ),
+    ] = "",
     model_url: Annotated[str, typer.Option(help="host:port of a running scorer instead.")] = "",
     device: Annotated[
         str, typer.Option(help="--model: auto (cuda when there is a GPU, else cpu), cpu, cuda, cuda:1 ...")
@@ -104,6 +122,7 @@ def rewards_command(
     """Score every response of bench files: the rewards file `cheems eval` and distant supervision read.
 
     In-process (--model), prompts are scored many to a forward, sorted by length, on --device in --dtype."""
+    from cheems.hub import resolve_model
     from services.scorer.offline.bench_rewards import write_bench_rewards
     from services.scorer.offline.jobs import OfflineScoring
 
@@ -112,7 +131,8 @@ def rewards_command(
     token = secret_option(token, token_file, "--token-file") or (account_token(None, model_url) if model_url else "")
     scoring = OfflineScoring(device, dtype, max_length=max_length, max_batch_tokens=max_batch_tokens)
     if model:
-        scoring.execution()  # a device or dtype that cannot run is refused before the files are read
+        scoring.execution()  # a device or dtype that cannot run is refused before a model is fetched or files read
+    model = str(resolve_model(model)) if model else ""
     written = write_bench_rewards(bench, out, model, model_url, token, scoring, in_flight)
     typer.echo(f"wrote {written} rewards to {out}")
 
@@ -120,7 +140,9 @@ def rewards_command(
 @app.command("export-triton")
 @clear_errors
 def export_triton_command(
-    model: Annotated[Path, typer.Option(exists=True, file_okay=False, help="Checkpoint directory.")],
+    model: Annotated[
+        str, typer.Option(help="Checkpoint directory or Hugging Face Hub id, org/name or org/name@revision.")
+    ],
     out: Annotated[Path, typer.Option(help="Model repository directory to write.")],
     name: Annotated[str, typer.Option()] = "cheems_rm",
     max_batch_size: Annotated[int, typer.Option(min=1, help="Responses per forward (Triton's batch).")] = 64,
@@ -138,9 +160,18 @@ def export_triton_command(
     ] = 2000,
 ) -> None:
     """Export a checkpoint as a Triton model repository (Python backend) for the official Triton image."""
+    from cheems.hub import resolve_model
     from services.scorer.triton.repository import export_triton_repository
 
     target = export_triton_repository(
-        model, out, name, max_batch_size, queue_delay_us, device, prefix_sharing == "on", dtype, max_batch_tokens
+        resolve_model(model),
+        out,
+        name,
+        max_batch_size,
+        queue_delay_us,
+        device,
+        prefix_sharing == "on",
+        dtype,
+        max_batch_tokens,
     )
     typer.echo(f"wrote {target}")

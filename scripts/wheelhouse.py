@@ -11,7 +11,7 @@ package `pip install -e .` needs (pyproject's dependencies and each wheel's own 
 that Python), the build backend pip builds the project with, and grpcio-tools, which generates cheems.v1
 there. What stays out: what a CUDA host ships
 (HOST_SHIPS) and what only they need: their requirements are never followed, so torch's nvidia-* CUDA
-libraries and triton, transformers' huggingface-hub and hf-xet never land unless a package of ours needs
+libraries and triton, huggingface-hub's hf-xet and fsspec never land unless a package of ours needs
 them by another way; a small one that does (typing-extensions, packaging, tqdm...) is carried, and pip on
 the host keeps the host's copy where it satisfies the requirement.
 
@@ -41,7 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # What the CUDA hosts' images ship (torch with its CUDA libraries, and the stack around it), at versions of
 # their own that pyproject's ranges admit. grpcio and protobuf ship there too, but not at our pins (tritonclient
 # needs protobuf<7; cheems.v1 is generated for 6.33): they are carried, and pip replaces the host's.
-HOST_SHIPS = frozenset(map(canonicalize_name, ["torch", "numpy", "transformers", "tokenizers", "safetensors"]))
+HOST_SHIPS = frozenset(
+    map(canonicalize_name, ["torch", "numpy", "transformers", "tokenizers", "safetensors", "huggingface-hub"])
+)
 # cheems.v1 is generated, never committed: the host runs `python -m cheems.protogen .` with it (a dev dependency)
 GENERATOR = "grpcio-tools"
 # A host that runs PyPI's torch (2.6 and later) has glibc 2.28 or newer: wheels up to manylinux_2_28 run on it.

@@ -11,9 +11,13 @@ fails these tests; it never skips them. `browser`, `page`, `screenshot`: a real 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, create_engine, text
@@ -27,6 +31,20 @@ from tests.web.browser import browser, page, screenshot  # noqa: F401  (browser 
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def token_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Training runs' token cache (trainer.data.cache) in this session's temporary folder, not the user's
+    ~/.cache: set in the environment, so the processes tests start (torchrun, `cheems up`) use it too."""
+    folder = tmp_path_factory.mktemp("cache")
+    before = os.environ.get("CHEEMS_CACHE_DIR")
+    os.environ["CHEEMS_CACHE_DIR"] = str(folder)
+    yield folder
+    if before is None:
+        os.environ.pop("CHEEMS_CACHE_DIR", None)
+    else:
+        os.environ["CHEEMS_CACHE_DIR"] = before
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -110,3 +128,48 @@ def account(engine: Engine) -> Callable[[str, str], str]:
     from tests.services.accounts import account as make
 
     return lambda name, role: make(engine, name, role)
+
+
+@pytest.fixture(scope="session")
+def hub_cache(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Callable[..., Path]) -> Any:
+    """A Hugging Face cache (HF_HOME) filled by huggingface_hub itself from a local stand-in of the Hub
+    (tests/cheems/hub/fake_hub.py): `org/tiny`, the tiny checkpoint (a pickle beside it, never fetched), and
+    `org/bins`, a config and a pickle only (fetched file by file with `hf_hub_download`). Read-only."""
+    from tests.cheems.hub.fake_hub import FakeHub, hub_environment, resolve_elsewhere
+
+    source, home = tiny_checkpoint(), tmp_path_factory.mktemp("hf-home")
+    with_pickle, bins = tmp_path_factory.mktemp("org-tiny"), tmp_path_factory.mktemp("org-bins")
+    for file in source.iterdir():
+        (with_pickle / file.name).symlink_to(file)
+    for folder in (with_pickle, bins):
+        (folder / "pytorch_model.bin").write_bytes(b"not a checkpoint: never fetched nor loaded")
+    (bins / "config.json").write_text((source / "config.json").read_text())
+    with FakeHub({"org/tiny": with_pickle, "org/bins": bins}) as hub:
+        outcomes, progress = resolve_elsewhere(["org/tiny"], {"HF_ENDPOINT": hub.url, "HF_HOME": str(home)})
+        fetch = "from huggingface_hub import hf_hub_download as get\nfor f in 'config.json', 'pytorch_model.bin': "
+        fetch += "get('org/bins', f)"
+        env = hub_environment({"HF_ENDPOINT": hub.url, "HF_HOME": str(home)})
+        subprocess.run([sys.executable, "-c", fetch], env=env, check=True, capture_output=True, timeout=120)
+    assert outcomes["org/tiny"][0] == "ok", outcomes
+    return SimpleNamespace(
+        home=home,
+        cache=home / "hub",
+        snapshot=Path(outcomes["org/tiny"][1]),
+        source=source,
+        commit=hub.commits["org/tiny"],
+        downloads=hub.downloads,
+        progress=progress,
+    )
+
+
+@pytest.fixture
+def hub_offline(hub_cache: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """`hub_cache` with HF_HUB_OFFLINE on, here (huggingface_hub's constants) and for processes started here."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache.cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(hub_cache.home))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    return hub_cache

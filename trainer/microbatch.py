@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from cheems.packing import common_prefix
+import numpy as np
+
 from trainer.sampler import shard
 
 Measure = Callable[[Sequence[int]], int]  # tokens a slot's forward computes
@@ -134,15 +135,22 @@ def layout_tokens(
 
 
 def shared_prefixes(sequences: Sequence[Sequence[int]], groups: Sequence[Sequence[int]]) -> list[int]:
-    """Per prompt, the tokens all its responses' sequences begin with (each keeps at least its last token)."""
+    """Per prompt, the tokens all its responses' sequences begin with (each keeps at least its last token).
+    Sequences may be lists or arrays (the token cache's views): compared a whole sequence at a time."""
     out = []
     for members in groups:
         if not members:
             out.append(0)
             continue
-        first = sequences[members[0]]
+        first = np.asarray(sequences[members[0]])
         n = min(len(sequences[x]) for x in members) - 1
         for x in members[1:]:
-            n = min(n, common_prefix(first, sequences[x]))
+            n = min(n, _common(first, np.asarray(sequences[x])))
         out.append(max(n, 0))
     return out
+
+
+def _common(a: np.ndarray, b: np.ndarray) -> int:
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(a[:n] != b[:n])
+    return int(differ[0]) if len(differ) else n

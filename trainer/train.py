@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import math
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from cheems.errors import ConfigError
 from cheems.forward import attention_of, can_share, cost_of, forward_rewards, shared_rewards
+from cheems.hub import resolve_model
 from cheems.model import load_model, save_model
 from cheems.packing import plan_rows
 from evaluator.evaluate import EvalOptions
@@ -33,10 +35,12 @@ from evaluator.metrics import EvalResult
 from evaluator.report import to_json
 from trainer import checkpoint
 from trainer.config import TrainConfig
-from trainer.data import Dataset, LengthPolicy, LengthStats, read_groups, tokenize_groups
+from trainer.data import Dataset, LengthPolicy, LengthStats, PromptGroup, read_groups, tokenize_groups
+from trainer.data.cache import CacheSpec, cached_dataset, default_root
 from trainer.distributed import World, gather_with_grad, rank_from_env, setup, teardown
 from trainer.evaluation import evaluate_model
 from trainer.loss import LossParts, bt_loss
+from trainer.memory.check import check_memory
 from trainer.microbatch import Budget, Forward, Measure, layout_tokens, shared_prefixes, split_step
 from trainer.recipes import recipe
 from trainer.report import Progress, Startup, configure_logging, describe_data, report_data, report_eval, summary
@@ -102,9 +106,22 @@ def check_resume(saved: dict[str, Any], plan: Plan, where: Path) -> None:
         )
 
 
-def load_data(config: TrainConfig, tokenizer: Any) -> Dataset:
-    groups = [g for path in config.train_files for g in read_groups(path, config.train_format or None)]
-    data = tokenize_groups(groups, tokenizer, config.max_length, LengthPolicy(config.length_policy))
+def load_data(config: TrainConfig, tokenizer: Any, world: World | None = None) -> Dataset:
+    """The run's token arrays: from the token cache (built by the first process of the node that asks, mapped by
+    every other rank and later run), or tokenized in memory when `token_cache` is "off"."""
+    layout = config.train_format or None
+    policy = LengthPolicy(config.length_policy)
+    show = config.progress and sys.stderr.isatty() and (world is None or world.local_rank == 0)
+
+    def read() -> list[PromptGroup]:
+        return [g for path in config.train_files for g in read_groups(path, layout)]
+
+    if config.token_cache == "off":
+        data = tokenize_groups(read(), tokenizer, config.max_length, policy, progress=show)
+    else:
+        root = Path(config.token_cache).expanduser() if config.token_cache else default_root()
+        spec = CacheSpec(tuple(config.train_files), layout, config.max_length, policy)
+        data = cached_dataset(root, spec, tokenizer, read, show)
     if not data.examples:
         counts = describe_data(data, config.max_length)
         raise ValueError(f"no trainable prompt with a preference pair in {config.train_files}: {counts}")
@@ -151,7 +168,7 @@ def forward_loss(
     local = forward.slots[world.rank]
     everything = forward.ids
     todo = local or everything[:1]  # a rank with no share still runs the forward (DDP/FSDP need it)
-    sequences = [data.examples[x].input_ids for x in todo]
+    sequences = [data.examples.tokens(x) for x in todo]
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=config.bf16 and world.device.type == "cuda")
     with autocast:
         out = (shared_rewards if config.prefix_sharing else forward_rewards)(model, sequences, world.device)
@@ -164,13 +181,13 @@ def budget_measure(model: Any, data: Dataset, group_of: list[int], share: bool, 
     """Tokens a forward of some examples computes, as `shared_rewards`/`forward_rewards` will lay them out: a prompt
     in one packed row where the planner packs its responses (decided once per prompt, priced for the model's
     attention kernel on this device), rows padded to the longest except under FlexAttention (end to end)."""
-    sequences = [e.input_ids for e in data.examples]
+    examples = data.examples
     packs = None
     if share and can_share(model):
         cost = cost_of(model, world.device)
-        packs = [any(len(r.members) > 1 for r in plan_rows([sequences[x] for x in g], cost)) for g in data.groups]
-    lengths = [len(s) for s in sequences]
-    prefixes = shared_prefixes(sequences, data.groups)
+        packs = [any(len(r.members) > 1 for r in plan_rows([examples.tokens(x) for x in g], cost)) for g in data.groups]
+    lengths = examples.lengths.tolist()
+    prefixes = shared_prefixes(examples.sequences, data.groups)
     return layout_tokens(lengths, group_of, prefixes, packs, padded=attention_of(model) != "flex_attention")
 
 
@@ -211,8 +228,9 @@ def train(config: TrainConfig) -> TrainResult:
 def _train(config: TrainConfig, world: World) -> TrainResult:
     startup = Startup()
     torch.manual_seed(config.seed)
+    check_memory(config, world.size, world.device)  # a run that cannot fit the GPU is refused before anything loads
     base, tokenizer = load_model(
-        config.model,
+        resolve_model(config.model),  # a Hub id (`cheems train` resolved it already, once per node)
         trust_remote_code=config.trust_remote_code,
         attn_implementation=config.attn_implementation,
         device=str(world.device),
@@ -220,7 +238,7 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
     )
     base.to(world.device)
     startup.mark("model")
-    data = load_data(config, tokenizer)
+    data = load_data(config, tokenizer, world)
     startup.mark("data")
     plan = make_plan(config, data, world)
     model = wrap(base, config, world)
@@ -304,9 +322,12 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
 
 
 def data_hash(paths: list[str]) -> str:
+    """sha256 of the training files one after another, read a block at a time (a 372 MB file is not held)."""
     digest = hashlib.sha256()
     for path in paths:
-        digest.update(Path(path).read_bytes())
+        with open(path, "rb") as f:
+            while block := f.read(1 << 22):
+                digest.update(block)
     return digest.hexdigest()
 
 

@@ -36,10 +36,14 @@ class ScorerConfig(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
 
     model: str = Field(
-        default="", description="Checkpoint directory (AutoModelForSequenceClassification, safetensors)."
+        default="",
+        description="Checkpoint directory (AutoModelForSequenceClassification, safetensors), or a Hugging Face Hub "
+        "id, org/name or org/name@revision, fetched into huggingface_hub's cache (HF_HOME, HF_HUB_OFFLINE, HF_TOKEN).",
     )
     model_id: str = Field(
-        default="", description="Id reported in replies and GetModelInfo; empty = the checkpoint directory's name."
+        default="",
+        description="Id reported in replies and GetModelInfo; empty = the checkpoint directory's (or Hub "
+        "repository's) name.",
     )
     follow: bool = Field(
         default=False,

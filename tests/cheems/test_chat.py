@@ -13,6 +13,7 @@ from cheems.chat import (
     Conversation,
     Encoded,
     Truncation,
+    batch_ids,
     clean_special_tokens,
     encode,
     encode_many,
@@ -251,3 +252,16 @@ def test_a_special_token_that_strips_whitespace_is_not_a_cut(tok: Any) -> None:
     texts = ["前言前言前言前言前言前言<|sep|>  回答一", "前言前言前言前言前言前言<|sep|>  回答二"]
     assert "<|sep|>" not in clean_special_tokens(copy) and shared_split(copy, texts) == 0
     assert token_ids(copy, texts) == [copy(t, add_special_tokens=False)["input_ids"] for t in texts]
+
+
+def test_batch_ids_equal_the_tokenizers_own_call_on_chinese_special_tokens_and_whitespace(tok: Any) -> None:
+    texts = ["<|im_start|>user\n你好<|im_end|>", " leading space", "tabs\t\tand\n\nnewlines  ", "<|endoftext|>x"]
+    texts += ["emoji 😀 和漢字 ﬁ", "甲比乙高，乙比丙高，请问三人中谁最矮？" * 20, ""]
+    assert batch_ids(tok, texts) == tok(texts, add_special_tokens=False)["input_ids"]
+
+
+def test_batch_ids_take_the_tokenizers_call_when_it_would_change_the_ids(tok: Any) -> None:
+    split = deepcopy(tok)
+    split.split_special_tokens = True  # "<|im_end|>" as text, not the special token
+    text = ["你好<|im_end|>"]
+    assert batch_ids(split, text) == split(text, add_special_tokens=False)["input_ids"] != batch_ids(tok, text)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.data import Dataset, Example, LengthStats
+from trainer.data import Dataset, Example, Examples, LengthStats
 from trainer.report import Progress, configure_logging, describe_data, summary
 from trainer.train import parse_args
 
@@ -77,7 +77,7 @@ def test_cheems_train_reports_drops_progress_and_the_model_once(tiny: Path, tmp_
 
 def test_without_a_trainable_pair_the_error_gives_the_counts() -> None:
     stats = LengthStats(responses=3, dropped_responses=3, dropped_pairs=2, dropped_prompts=1)
-    text = describe_data(Dataset([], [], [], stats), 16)
+    text = describe_data(Dataset(Examples.of([]), [], [], stats), 16)
     assert text == (
         "3 responses read, 0 kept, 3 dropped over max_length 16, 0 dropped without a pair, 0 truncated; "
         "2 pairs read, 0 kept, 2 dropped; 1 prompts read, 0 kept, 1 dropped"
@@ -85,7 +85,7 @@ def test_without_a_trainable_pair_the_error_gives_the_counts() -> None:
 
 
 def test_summary_names_the_model_or_the_checkpoint_to_resume_from(tmp_path: Path) -> None:
-    data = describe_data(Dataset([Example(0, 0, (1,)), Example(0, 1, (2,))], [[0, 1]], [[(0, 1)]]), 64)
+    data = describe_data(Dataset(Examples.of([Example(0, 0, (1,)), Example(0, 1, (2,))]), [[0, 1]], [[(0, 1)]]), 64)
     done = summary(data, 7, 0.5, 0.75, tmp_path / "model", tmp_path / "ckpt")
     assert done.splitlines() == [
         "training done",

@@ -199,7 +199,7 @@ def test_two_processes_match_one_process(tiny: Path, files: tuple[Path, Path], t
 
 
 def test_trains_on_a_file_mixing_every_community_layout(tiny: Path, tmp_path: Path) -> None:
-    from tests.trainer.test_data import layouts_of
+    from tests.trainer.data.test_tokens import layouts_of
 
     records = []
     for n in range(10):

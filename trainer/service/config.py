@@ -28,7 +28,7 @@ class TrainingConfig:
     distant: DistantSettings = field(default_factory=DistantSettings)  # when the supervisor drops an AI relation
     auto_after: int = 0  # train when this many rankings came since the newest dataset; 0 = on request only
     launcher: str = "local"  # local: a process group here | kubernetes: an Indexed Job per training
-    model: str = ""  # base model directory every training starts from; empty = the recipe's
+    model: str = ""  # base model (directory or Hugging Face Hub id) every training starts from; empty = the recipe's
     nproc: int = 1  # training processes per node (one per GPU)
     port: int = TRAINING_PORT  # gRPC port (0 = any free one)
     host: str = "127.0.0.1"  # 0.0.0.0 in a pod

@@ -1,6 +1,6 @@
 """Loading a checkpoint to serve, and choosing the first one: `--model`, or the registry's production model.
 
-    model, why_not = load_first(config)                  # --model DIR, or (--follow) the production model
+    model, why_not = load_first(config)                  # --model DIR or Hub id, or (--follow) the production model
     model = load_served(config, ref, previous=current)   # tokenizer + backend (its own Triton, or torch)
 
 A model that cannot be loaded leaves nothing running (a Triton started for it is stopped) and raises.
@@ -15,6 +15,7 @@ from typing import Any
 
 from cheems.attention import resolve_attention
 from cheems.execution import Execution
+from cheems.hub import resolve_model, served_name
 from cheems.packing import Cost
 from cheems.precision import resolve_dtype
 from services.scorer.backends import Backend, TorchBackend, TritonBackend
@@ -31,11 +32,11 @@ NOT_TOKENIZER = {"cheems_metadata.json", "model.safetensors.index.json", "pytorc
 
 
 def first_models(config: ScorerConfig, lookup: Lookup | None = None) -> list[ModelRef]:
-    """What to serve first: `--model` (its id `--model-id`, else its directory's name); without it, the
-    registry's production model (through `lookup`, else one made for `config.db`). Empty when there is none
-    yet (calls must then name their model)."""
-    if config.model:
-        return [ModelRef(config.model_id or ModelRef("", config.model).name, config.model)]
+    """What to serve first: `--model` (its id `--model-id`, else its directory's or Hub repository's name);
+    without it, the registry's production model (through `lookup`, else one made for `config.db`). Empty when
+    there is none yet (calls must then name their model)."""
+    if config.model:  # a Hugging Face Hub id: its snapshot in the cache, reported by the repository's name
+        return [ModelRef(config.model_id or served_name(config.model), str(resolve_model(config.model)))]
     try:
         return [(lookup or registry_lookup(config.db))("production")[0]]
     except UnknownModel:

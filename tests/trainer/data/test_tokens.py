@@ -20,7 +20,7 @@ from trainer.data import (
     tokenize_groups,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "data" / "sample"
 IM_END = 151645
 MAX = 64

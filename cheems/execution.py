@@ -7,7 +7,8 @@
 One object for every place that runs a model to score (the scorer's torch backend, the infer function of the
 Triton it starts, the Python-backend model `cheems export-triton` writes), so a dtype or a limit means the same
 wherever the model runs. `cheems.precision.resolve_dtype` turns a command line's dtype name into `dtype`, and
-`cheems.attention.resolve_attention` its attention name into `attention`.
+`cheems.attention.resolve_attention` its attention name into `attention`, and `resolve_device` its device name
+(`auto`: the GPU when there is one) into `device`.
 """
 
 from __future__ import annotations
@@ -19,8 +20,26 @@ from typing import Any
 
 import torch
 
+from cheems.errors import ConfigError
 from cheems.forward import MAX_BATCH_TOKENS, score_in_groups
 from cheems.precision import dtype_name
+
+
+def resolve_device(name: str) -> str:
+    """The torch device `name` means here: `auto` is "cuda" when torch has CUDA here, else "cpu"; any other name
+    is checked (ConfigError naming it: one torch does not know, a CUDA device this machine does not have)."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"device {name!r} is not a torch device: use auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device {name}: CUDA is not available here (torch {torch.__version__})")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ConfigError(f"device {name}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return name
 
 
 @dataclass(frozen=True)

@@ -111,12 +111,14 @@ def score_rows(
     device: str,
     max_tokens: int = MAX_BATCH_TOKENS,
     stop: Callable[[], bool] | None = None,
+    done: Callable[[int], object] | None = None,
 ) -> list[float]:
     """Rewards of `sequences` laid out as `rows` (every index in exactly one), in input order: packed rows in
     length groups of their own (their mask), single sequences in plain right-padded length groups (under
     FlexAttention with the packed rows, end to end); a group
     holds at most `max_batch` rows and `max_tokens` padded tokens. `stop()` is asked before each forward; when
-    it says so, `Interrupted` is raised (the caller has gone: the forwards left are not run)."""
+    it says so, `Interrupted` is raised (the caller has gone: the forwards left are not run). `done(n)` is told
+    after each forward how many sequences it scored (a progress bar)."""
     out = [0.0] * len(sequences)
     flat = attention_of(model) == "flex_attention"  # every row goes end to end with the others (`forward_rewards`)
     packs = [r for r in rows if len(r.members) > 1 or flat]
@@ -133,12 +135,39 @@ def score_rows(
             values = packed_rewards(model, sequences, chosen, device).tolist()
             for i, v in zip([i for r in chosen for i in r.members], values, strict=True):
                 out[i] = v
+            if done is not None:
+                done(len(values))
         for group in length_groups([len(sequences[i]) for i in alone], max_batch, max_tokens):
             check()
             members = [alone[g] for g in group]
             values = forward_rewards(model, [sequences[i] for i in members], device).tolist()
             for i, v in zip(members, values, strict=True):
                 out[i] = v
+            if done is not None:
+                done(len(values))
+    return out
+
+
+def side_by_side(
+    calls: Sequence[tuple[Sequence[Sequence[int]], Sequence[Row]]],
+) -> tuple[list[Sequence[int]], list[Row]]:
+    """Several calls' (sequences, rows) as one list of sequences and its rows, each call's rows moved to where its
+    sequences now are, so `score_rows` runs them in shared forwards (nothing packed across calls)."""
+    sequences: list[Sequence[int]] = []
+    rows: list[Row] = []
+    for own, planned in calls:
+        offset = len(sequences)
+        rows += [Row(r.prefix, tuple(i + offset for i in r.members)) for r in planned]
+        sequences += own
+    return sequences, rows
+
+
+def split(values: Sequence[float], sizes: Sequence[int]) -> list[list[float]]:
+    """`values` cut back into consecutive lists of `sizes` (the calls `side_by_side` joined)."""
+    out, start = [], 0
+    for size in sizes:
+        out.append(list(values[start : start + size]))
+        start += size
     return out
 
 

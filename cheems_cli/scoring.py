@@ -104,16 +104,37 @@ def rewards_command(
         ),
     ] = "",
     model_url: Annotated[str, typer.Option(help="host:port of a running scorer instead.")] = "",
+    device: Annotated[
+        str, typer.Option(help="--model: auto (cuda when there is a GPU, else cpu), cpu, cuda, cuda:1 ...")
+    ] = "auto",
+    dtype: Annotated[
+        Literal["auto", "bfloat16", "float16", "float32"],
+        typer.Option(help="--model: auto = bfloat16 on CUDA (float16 on older cards), float32 on the CPU."),
+    ] = "auto",
+    max_batch_tokens: Annotated[
+        int, typer.Option(min=1, help="--model: tokens per forward, padding counted (many prompts a forward).")
+    ] = 32768,
+    max_length: Annotated[
+        int, typer.Option(min=1, help="--model: tokens per (prompt, response); longer ones lose their beginning.")
+    ] = 2048,
+    in_flight: Annotated[int, typer.Option(min=1, help="--model-url: ScoreBatch calls at once (64 prompts each).")] = 4,
 ) -> None:
-    """Score every response of bench files: the rewards file `cheems eval` and distant supervision read."""
+    """Score every response of bench files: the rewards file `cheems eval` and distant supervision read.
+
+    In-process (--model), prompts are scored many to a forward, sorted by length, on --device in --dtype."""
     from cheems.hub import resolve_model
-    from services.scorer.bench_rewards import write_bench_rewards
+    from services.scorer.offline.bench_rewards import write_bench_rewards
+    from services.scorer.offline.jobs import OfflineScoring
 
     if bool(model) == bool(model_url):
         raise typer.BadParameter("give exactly one of --model and --model-url")
     token = secret_option(token, token_file, "--token-file") or (account_token(None, model_url) if model_url else "")
+    scoring = OfflineScoring(device, dtype, max_length=max_length, max_batch_tokens=max_batch_tokens)
+    if model:
+        scoring.execution()  # a device or dtype that cannot run is refused before a model is fetched or files read
     model = str(resolve_model(model)) if model else ""
-    typer.echo(f"wrote {write_bench_rewards(bench, out, model, model_url, token)} rewards to {out}")
+    written = write_bench_rewards(bench, out, model, model_url, token, scoring, in_flight)
+    typer.echo(f"wrote {written} rewards to {out}")
 
 
 @app.command("export-triton")

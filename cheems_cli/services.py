@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Literal, cast
 
 import typer
 
@@ -318,6 +318,13 @@ def service_training(
             "(default: ties are kept).",
         ),
     ] = None,
+    supervision_device: Annotated[
+        str, typer.Option(help="Where distant supervision scores: auto (cuda if there is a GPU), cpu, cuda:1 ...")
+    ] = "auto",
+    supervision_dtype: Annotated[
+        Literal["auto", "bfloat16", "float16", "float32"],
+        typer.Option(help="What distant supervision computes in: auto = bfloat16 on CUDA, float32 on the CPU."),
+    ] = "auto",
     auto_after: Annotated[
         int, typer.Option(min=0, help="Train when this many rankings came since the newest dataset (0 = off).")
     ] = 0,
@@ -354,6 +361,7 @@ def service_training(
     tls_key: TlsKey = "",
 ) -> None:
     """gRPC cheems.v1.TrainingService: datasets, trainings (local or Kubernetes) and models, until SIGTERM."""
+    from services.scorer.offline.jobs import OfflineScoring
     from trainer.datasets.recipes import DistantSettings
     from trainer.service.config import TrainingConfig
     from trainer.service.server import serve
@@ -366,6 +374,8 @@ def service_training(
             dataset_recipe=dataset_recipe,
             supervisor=supervisor,
             distant=DistantSettings(distant_margin, distant_tie_margin),
+            supervision_device=supervision_device,
+            supervision_dtype=supervision_dtype,
             auto_after=auto_after,
             launcher=launcher,
             model=model,
@@ -384,4 +394,5 @@ def service_training(
         check_request(config.recipe, dict(config.overrides))
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
+    OfflineScoring(supervision_device, supervision_dtype).execution()  # one this machine cannot run: refused now
     serve(db, bootstrap, config, lambda bound: typer.echo(f"training: gRPC {host}:{bound}, data in {data_dir}"))

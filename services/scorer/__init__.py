@@ -21,6 +21,7 @@ Modules:
   with `feed` (`--follow`: the default model follows production), `shelf` (the models calls name).
 - edges and assembly: `server` (gRPC), `http/` (`app` with `body`: HTTP), `runtime` (assembly and
   lifecycle: `ScorerServer`, `serve`).
-- callers' side: `client` (sync and asyncio client), `bench_rewards` (a rewards file for CheemsBench
-  files, in-process or through a running scorer).
+- callers' side: `client` (sync and asyncio client).
+- `offline/`: whole files scored: `jobs` (in this process, on a device, many prompts a forward),
+  `bench_rewards` (a rewards file for CheemsBench files, in-process or through a running scorer).
 """

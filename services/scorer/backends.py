@@ -24,7 +24,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 
 from cheems.execution import Execution
-from cheems.forward import can_share, plan, score_rows
+from cheems.forward import can_share, plan, score_rows, side_by_side, split
 from cheems.packing import Cost, Row, plan_rows
 from services.scorer.batcher import Batcher, BatchLimits, Work
 from services.scorer.batching import requests
@@ -97,22 +97,13 @@ class TorchBackend:
         model = self.model
         if model is None:
             raise BackendUnavailable("the model was closed (the scorer is stopping or switched models)")
-        sequences: list[Sequence[int]] = []
-        rows: list[Row] = []
-        for work in works:
-            offset = len(sequences)
-            rows += [Row(r.prefix, tuple(i + offset for i in r.members)) for r in cast(list[Row], work.plan)]
-            sequences += work.sequences
+        sequences, rows = side_by_side([(work.sequences, cast(list[Row], work.plan)) for work in works])
         execution = self.execution
         values = score_rows(
             model, sequences, rows, execution.max_sequences, execution.device, execution.max_tokens,
             stop=lambda: all(work.abandoned for work in works),  # nobody waits: the forwards left are dropped
         )  # fmt: skip
-        out, start = [], 0
-        for work in works:
-            out.append(values[start : start + len(work.sequences)])
-            start += len(work.sequences)
-        return out
+        return split(values, [len(work.sequences) for work in works])
 
     def close(self) -> None:
         self.batcher.close()  # queued calls fail as UNAVAILABLE, after the forward in progress

@@ -42,9 +42,10 @@ class RetryPolicy:
         return min(self.max_backoff, self.initial_backoff * 2**attempt) * (0.5 + random.random() / 2)
 
 
-def _request(
+def score_request(
     prompt: str, responses: Sequence[str], system_prompt: str, history: Sequence[tuple[str, str]], model: str = ""
 ) -> Any:
+    """A ScoreRequest: the message of Score, and an item of ScoreBatch."""
     turns = [common_pb2.Message(role=r, content=c) for r, c in history]
     return reward_pb2.ScoreRequest(
         prompt=prompt, responses=list(responses), system_prompt=system_prompt, history=turns, model=model
@@ -172,7 +173,7 @@ class RewardClient:
     ) -> reward_pb2.ScoreResponse:
         """The whole reply; `model` names the model for this call (None: the client's)."""
         name = self.model if model is None else model
-        return self._call(self.stub.Score, _request(prompt, responses, system_prompt, history, name), timeout)
+        return self._call(self.stub.Score, score_request(prompt, responses, system_prompt, history, name), timeout)
 
     def score(
         self,
@@ -210,7 +211,8 @@ class RewardClient:
         out: list[float | None] = [None] * len(samples)
         for chunk in chunks(group_samples(samples, self._max_responses), max_items):
             items = [
-                _request(g.key[0], [samples[i].completion for i in g.indices], g.key[1], g.key[2], name) for g in chunk
+                score_request(g.key[0], [samples[i].completion for i in g.indices], g.key[1], g.key[2], name)
+                for g in chunk
             ]
             reply = self._call(self.stub.ScoreBatch, reward_pb2.ScoreBatchRequest(items=items), None)
             for group, result in zip(chunk, reply.results, strict=True):
@@ -260,7 +262,7 @@ class AsyncRewardClient:
         history: Sequence[tuple[str, str]] = (),
         timeout: float | None = None,
     ) -> list[float]:
-        request = _request(prompt, responses, system_prompt, history, self.model)
+        request = score_request(prompt, responses, system_prompt, history, self.model)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (timeout or self.timeout)
         for attempt in range(self.retry.attempts):

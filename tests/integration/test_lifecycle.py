@@ -35,9 +35,9 @@ from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
 from services.models.lifecycle import ModelLifecycle
-from services.scorer.bench_rewards import score_items_in_process, score_items_remote
 from services.scorer.client import RewardClient
 from services.scorer.config import ScorerConfig
+from services.scorer.offline.bench_rewards import score_items_in_process, score_items_remote
 from services.scorer.runtime import ScorerServer
 from services.store import repository
 from services.store.db import StoreConfig, create_engine_for, session_scope

@@ -6,9 +6,10 @@ Every prompt with a resolved ranking is read with its annotations (relations as 
 service resolves them, discarded responses left out). Distant supervision scores the responses with
 the supervisor, as the paper does: a reward model trained on human rankings only (the newest model whose
 dataset recipe is `human`, or the one `supervisor` names), never one chosen by its CheemsBench score (the
-benchmark would then steer what enters the training data). It scores in this process: the scorer's own
-tokenization (left truncation) and the shared torch forward (`cheems.forward`). Before such a model exists,
-a `*-distant` recipe makes no dataset: it waits (`NoSupervisor`, saying why) and takes no AI relation
+benchmark would then steer what enters the training data). It scores in this process, on `score_device` in
+`score_dtype` (auto: the GPU when there is one, in bfloat16), many prompts a forward: the scorer's own
+tokenization (left truncation) and offline batched path (`services.scorer.offline.jobs`). Before such a model
+exists, a `*-distant` recipe makes no dataset: it waits (`NoSupervisor`, saying why) and takes no AI relation
 unfiltered. The dataset records its supervisor, and in `details` how it was made: the settings (distant
 supervision's margins, the debias seed, the supervisor's truncation) and the counts per source before and
 after each step (`dataset_details`; `cheems status --json` shows it under `datasets`, as does the model page).
@@ -27,12 +28,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from cheems.chat import Truncation
 from cheems.errors import Conflict, InvalidInput
 from cheems.formats.preference import PreferenceItem, write_preference
 from cheems.formats.responses import Response
@@ -58,6 +58,9 @@ from trainer.datasets.recipes import (
     without,
 )
 from trainer.service.messages import dataset_message
+
+if TYPE_CHECKING:  # torch is loaded where a supervisor scores, not with the service's modules
+    from services.scorer.offline.jobs import OfflineScoring
 
 log = logging.getLogger(__name__)
 
@@ -97,12 +100,21 @@ class DatasetOptions:
     seed: int = 0  # length debiasing's sample
     score_max_length: int = 2048  # tokens per response when the supervisor scores (left-truncated)
     distant: DistantSettings = field(default_factory=DistantSettings)  # when the supervisor drops an AI relation
+    score_device: str = "auto"  # where the supervisor scores: auto = cuda when torch has CUDA here, else cpu
+    score_dtype: str = "auto"  # what it computes in: auto = bfloat16 on CUDA, float32 on the CPU
 
     def __post_init__(self) -> None:
         if not self.data_dir:
             raise ValueError("data_dir: required (where datasets and trainings are written)")
         if self.score_max_length < 1:
             raise ValueError(f"score_max_length must be >= 1, got {self.score_max_length}")
+
+    @property
+    def scoring(self) -> OfflineScoring:
+        """How the supervisor scores: the scorer's offline batched path (`services.scorer.offline.jobs`)."""
+        from services.scorer.offline.jobs import OfflineScoring
+
+        return OfflineScoring(self.score_device, self.score_dtype, max_length=self.score_max_length)
 
 
 def annotated_prompts(session: Session, kept_out: Mapping[str, Mapping[str, str]]) -> list[AnnotatedPrompt]:
@@ -137,23 +149,28 @@ def to_supervise(prompts: Sequence[AnnotatedPrompt], recipe: DatasetRecipe) -> l
 
 
 def supervisor_scores(
-    prompts: Sequence[AnnotatedPrompt], model_dir: str, max_length: int
+    prompts: Sequence[AnnotatedPrompt], model_dir: str, scoring: OfflineScoring
 ) -> dict[str, dict[str, float]]:
-    """{prompt id: {response id: reward}} from the model at `model_dir`, scored in this process."""
-    from cheems.forward import score_in_groups
-    from cheems.model import load_model
-    from services.scorer.tokenization import make_job, tokenize_job
+    """{prompt id: {response id: reward}} from the model at `model_dir`, scored in this process on the device and
+    in the dtype `scoring` says, many prompts a forward (`services.scorer.offline.jobs`)."""
+    from services.scorer.offline.jobs import score_jobs
+    from services.scorer.tokenization import make_job
 
-    model, tokenizer = load_model(model_dir)
-    model.eval()
-    scores = {}
-    for p in prompts:
-        history = [(t["role"], t["content"]) for t in p.history]
-        job = make_job(p.text, [r.content for r in p.responses], p.system_prompt or "", history, 10**6)
-        encoded = tokenize_job(tokenizer, job, max_length, Truncation.LEFT)
-        values = score_in_groups(model, [e.input_ids for e in encoded], max_batch=64, device="cpu")
-        scores[p.prompt_id] = {r.id: v for r, v in zip(p.responses, values, strict=True)}
-    return scores
+    jobs = [
+        make_job(
+            p.text,
+            [r.content for r in p.responses],
+            p.system_prompt or "",
+            [(t["role"], t["content"]) for t in p.history],
+            max_responses=10**6,
+        )
+        for p in prompts
+    ]
+    values = score_jobs(jobs, model_dir, scoring)
+    return {
+        p.prompt_id: {r.id: v for r, v in zip(p.responses, scores, strict=True)}
+        for p, scores in zip(prompts, values, strict=True)
+    }
 
 
 def write_content_addressed(directory: Path, items: Sequence[PreferenceItem]) -> tuple[str, Path]:
@@ -213,7 +230,7 @@ def create_dataset(
     scores: Mapping[str, Mapping[str, float]] | None = None
     if supervisor_name is not None:
         log.info("dataset recipe %s: distant supervision by %s (human-trained)", recipe.name, supervisor_name)
-        scores = supervisor_scores(to_supervise(prompts, recipe), supervisor_path, options.score_max_length)
+        scores = supervisor_scores(to_supervise(prompts, recipe), supervisor_path, options.scoring)
     items, stats = preference_pairs(prompts, recipe, scores, options.seed, options.distant)
     if not items:
         raise EmptyDataset(

@@ -16,6 +16,7 @@ from trainer.datasets.recipes import PAPER_RECIPE, DistantSettings, dataset_reci
 from trainer.recipes import RECIPES
 
 WORKLOADS = ("job", "trainjob")
+SUPERVISION_DTYPES = ("auto", "bfloat16", "float16", "float32")  # `cheems.precision`'s names (torch-free here)
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,9 @@ class TrainingConfig:
         ""  # kubernetes: the manifest filled per training; empty = k8s/training/{base/job,trainjob/trainjob}.yaml
     )
     overrides: Mapping[str, str] = field(default_factory=dict)  # TrainConfig fields for every training; a request's win
+    # distant supervision scores in this service's process (`trainer.datasets.build`), before a training launches:
+    supervision_device: str = "auto"  # auto = cuda when torch has CUDA here (the GPUs the local launcher trains on)
+    supervision_dtype: str = "auto"  # auto = bfloat16 on CUDA (float16 on older cards), float32 on the CPU
 
     def __post_init__(self) -> None:
         if self.recipe not in RECIPES:
@@ -67,3 +71,7 @@ class TrainingConfig:
             raise ValueError("data_dir: required")
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ValueError("tls_cert and tls_key must be given together")
+        if self.supervision_dtype not in SUPERVISION_DTYPES:
+            raise ValueError(
+                f"supervision_dtype must be one of {', '.join(SUPERVISION_DTYPES)}, got {self.supervision_dtype!r}"
+            )

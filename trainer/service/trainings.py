@@ -54,7 +54,14 @@ class TrainingService:
     def create_dataset(self, recipe: str = "", supervisor: str = "") -> tuple[Dataset, bool]:
         """A dataset of `recipe` (default: the config's); `supervisor`: distant supervision's model (default: the
         config's, else the newest trained on human rankings)."""
-        options = DatasetOptions(str(self.data_dir), self.config.seed, distant=self.config.distant)
+        config = self.config
+        options = DatasetOptions(
+            str(self.data_dir),
+            config.seed,
+            distant=config.distant,
+            score_device=config.supervision_device,
+            score_dtype=config.supervision_dtype,
+        )
         recipe, supervisor = recipe or self.config.dataset_recipe, supervisor or self.config.supervisor
         return create_dataset(self.engine, recipe, options, self.publisher, supervisor)
 

@@ -37,7 +37,7 @@ from evaluator.report import to_json
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
-from services.scorer.bench_rewards import write_bench_rewards
+from services.scorer.offline.bench_rewards import write_bench_rewards
 from services.scorer.runtime import ScorerServer
 from services.store import repository
 from services.store.db import StoreConfig, create_engine_for, session_scope

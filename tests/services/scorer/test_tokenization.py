@@ -100,3 +100,26 @@ def test_an_over_budget_field_is_rejected_before_the_template_under_truncation_e
     job = ScoreJob("介绍长城。", ("长" * 5000,))
     with pytest.raises(LimitExceeded, match=r"responses\[0\] is 5000 characters"):
         bounded(job, 16 * longest_token(tokenizer), Truncation.NONE, 16)
+
+
+class CountingVocabulary:
+    """A tokenizer's vocabulary that counts how often it is built."""
+
+    def __init__(self, tokens: list[str]) -> None:
+        self.tokens, self.built = tokens, 0
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def get_vocab(self) -> dict[str, int]:
+        self.built += 1
+        return {t: i for i, t in enumerate(self.tokens)}
+
+
+def test_longest_token_is_built_once_per_tokenizer_and_again_when_it_grows(tokenizer: Any) -> None:
+    first, second = CountingVocabulary(["你好", "长城很长"]), CountingVocabulary(["好"])
+    assert [longest_token(first) for _ in range(3)] == [4, 4, 4] and first.built == 1
+    assert longest_token(second) == 1 and second.built == 1  # a tokenizer of its own, not the first's answer
+    first.tokens.append("一个很长的新词")  # a token added: its size changed
+    assert longest_token(first) == 7 and first.built == 2
+    assert longest_token(tokenizer) == max(len(t) for t in tokenizer.get_vocab())  # the real one

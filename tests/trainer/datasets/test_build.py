@@ -187,3 +187,5 @@ def test_the_paper_recipe_records_every_step_it_ran() -> None:
         "length_debias": {"applies_to": "ai", "seed": 7},
     }  # fmt: skip
     json.dumps(details)  # stored in a JSON column, shown as JSON
+    supervision = DatasetOptions("out", score_max_length=512, score_device="cpu", score_dtype="bfloat16").scoring
+    assert (supervision.device, supervision.dtype, supervision.max_length) == ("cpu", "bfloat16", 512)

@@ -235,3 +235,14 @@ def test_auto_trains_on_human_rankings_first_while_distant_supervision_has_no_su
 
     auto = AutoTrainer(Service())  # type: ignore[arg-type]
     assert auto.make_dataset() == ("human", True) and asked == ["", "human"]
+
+
+def test_distant_supervision_scores_on_the_configured_device_and_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Any] = []
+    monkeypatch.setattr("trainer.service.trainings.create_dataset", lambda *args: seen.append(args[2]))
+    config = TrainingConfig(data_dir="unused", supervision_device="cuda:1", supervision_dtype="float16")
+    TrainingService(None, config, None).create_dataset("human")  # type: ignore[arg-type]
+    assert (seen[0].scoring.device, seen[0].scoring.dtype) == ("cuda:1", "float16")
+    assert (TrainingConfig().supervision_device, TrainingConfig().supervision_dtype) == ("auto", "auto")
+    with pytest.raises(ValueError, match="supervision_dtype must be one of auto, bfloat16, float16, float32"):
+        TrainingConfig(supervision_dtype="fp8")

@@ -108,6 +108,9 @@ bench: setup
 	$(BIN)/python bench/triton_requests_bench.py
 	$(BIN)/python bench/gpu_bench.py
 	$(BIN)/python bench/train_bench.py
+	$(BIN)/python bench/rewards_bench.py
+	$(BIN)/python bench/fsdp_memory_bench.py
+	$(BIN)/python bench/data_bench.py
 
 lock: setup
 	{ echo '# Full dependency tree, pinned. Regenerate with `make lock` after changing pyproject.toml.'; \

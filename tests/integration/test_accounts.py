@@ -135,7 +135,9 @@ def system(
     shutil.copy(SAMPLE / "open.jsonl", bench / "open.jsonl")
     hosts: list[GrpcHost] = []
     trainings = TrainingService(
-        engine, TrainingConfig(data_dir=str(tmp_path / "data"), poll_seconds=0.3), LocalLauncher(grace=2)
+        engine,
+        TrainingConfig(data_dir=str(tmp_path / "data"), poll_seconds=0.3, model=str(tiny_checkpoint())),
+        LocalLauncher(grace=2),
     )
     with EmbeddedBroker() as broker:
         broker.create_topics(["cheems.score-requests.v1"])

@@ -141,7 +141,9 @@ def test_progress_is_a_bar_on_a_terminal_and_nothing_when_off(caplog: pytest.Log
 
 
 @pytest.mark.parametrize("flags", [["-v"], []], ids=["verbose", "quiet"])
-def test_cheems_v_reaches_the_training_processes(monkeypatch: pytest.MonkeyPatch, flags: list[str]) -> None:
+def test_cheems_v_reaches_the_training_processes(
+    monkeypatch: pytest.MonkeyPatch, flags: list[str], tiny_checkpoint: Callable[..., Path]
+) -> None:
     from typer.testing import CliRunner
 
     import trainer.launch
@@ -149,6 +151,7 @@ def test_cheems_v_reaches_the_training_processes(monkeypatch: pytest.MonkeyPatch
 
     launched: list[list[str]] = []
     monkeypatch.setattr(trainer.launch, "launch", lambda config, args: launched.append(args) or 0)
-    assert CliRunner().invoke(app, [*flags, "train", "--set", "epochs=2"]).exit_code == 0
+    result = CliRunner().invoke(app, [*flags, "train", "--set", "epochs=2", "--set", f"model={tiny_checkpoint()}"])
+    assert result.exit_code == 0, result.output
     config, verbose = parse_args(launched[0])  # what `python -m trainer.train` gets, in process or under torchrun
     assert config.epochs == 2 and verbose is bool(flags)

@@ -134,7 +134,9 @@ def layout_tokens(
     return measure
 
 
-def shared_prefixes(sequences: Sequence[Sequence[int]], groups: Sequence[Sequence[int]]) -> list[int]:
+def shared_prefixes(
+    sequences: Sequence[Sequence[int]] | Sequence[np.ndarray], groups: Sequence[Sequence[int]]
+) -> list[int]:
     """Per prompt, the tokens all its responses' sequences begin with (each keeps at least its last token).
     Sequences may be lists or arrays (the token cache's views): compared a whole sequence at a time."""
     out = []

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import hashlib
 import json
 import logging
 import math
@@ -36,7 +35,7 @@ from evaluator.metrics import EvalResult
 from evaluator.report import to_json
 from trainer.config import TrainConfig
 from trainer.data import Dataset, LengthPolicy, LengthStats, PromptGroup, read_groups, tokenize_groups
-from trainer.data.cache import CacheSpec, cached_dataset, default_root
+from trainer.data.cache import CacheSpec, cached_dataset, default_root, files_digest
 from trainer.distributed import World, gather_with_grad, rank_from_env, setup, teardown
 from trainer.evaluation import evaluate_model
 from trainer.loss import LossParts, bt_loss
@@ -333,16 +332,6 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
     return TrainResult(step, loss_value, result, model_dir, data.stats)
 
 
-def data_hash(paths: list[str]) -> str:
-    """sha256 of the training files one after another, read a block at a time (a 372 MB file is not held)."""
-    digest = hashlib.sha256()
-    for path in paths:
-        with open(path, "rb") as f:
-            while block := f.read(1 << 22):
-                digest.update(block)
-    return digest.hexdigest()
-
-
 def export_final(
     config: TrainConfig,
     base: Any,
@@ -357,7 +346,7 @@ def export_final(
     metadata = None
     if world.is_main:
         metadata = {
-            "data_sha256": data_hash(config.train_files),
+            "data_sha256": files_digest(config.train_files),
             "config": config.to_dict(),
             "steps": steps,
             "length_stats": vars(data.stats),

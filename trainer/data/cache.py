@@ -59,11 +59,13 @@ def default_root() -> Path:
     return Path(base).expanduser() / "tokens"
 
 
-def file_digest(path: str | Path) -> str:
+def files_digest(paths: Sequence[str | Path]) -> str:
+    """sha256 of the files' bytes one after another, read 4 MiB at a time (a 372 MB file is never held)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            digest.update(chunk)
+    for path in paths:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 22):
+                digest.update(chunk)
     return digest.hexdigest()
 
 
@@ -81,7 +83,7 @@ def tokenizer_digest(tokenizer: Any) -> str:
 def cache_key(spec: CacheSpec, tokenizer: Any) -> str:
     parts = {
         "format": FORMAT,
-        "files": [file_digest(path) for path in spec.files],
+        "files": [files_digest([path]) for path in spec.files],
         "layout": spec.layout,
         "tokenizer": tokenizer_digest(tokenizer),
         "max_length": spec.max_length,

@@ -36,10 +36,10 @@ class Example:
 
 
 class Examples(Sequence[Example]):
-    """Example x's tokens are ids[offsets[x]:offsets[x + 1]]; `group`/`index` say whose response it is."""
+    """Example x's tokens are ids[offsets[x]:offsets[x + 1]]; `group`/`response` say whose response it is."""
 
-    def __init__(self, ids: np.ndarray, offsets: np.ndarray, group: np.ndarray, index: np.ndarray) -> None:
-        self.ids, self.offsets, self.group, self.index = ids, offsets, group, index
+    def __init__(self, ids: np.ndarray, offsets: np.ndarray, group: np.ndarray, response: np.ndarray) -> None:
+        self.ids, self.offsets, self.group, self.response = ids, offsets, group, response
 
     @classmethod
     def of(cls, examples: Iterable[Example]) -> Examples:
@@ -64,14 +64,15 @@ class Examples(Sequence[Example]):
         if not -len(self) <= x < len(self):
             raise IndexError(x)
         x %= len(self)
-        return Example(int(self.group[x]), int(self.index[x]), self.tokens(x))
+        return Example(int(self.group[x]), int(self.response[x]), self.tokens(x))
 
     def array(self, x: int) -> np.ndarray:
         """Example x's ids as a view of the (memory-mapped) array: no copy."""
         return self.ids[self.offsets[x] : self.offsets[x + 1]]
 
     def tokens(self, x: int) -> list[int]:
-        return self.array(x).tolist()  # type: ignore[no-any-return]
+        ids: list[int] = self.array(x).tolist()
+        return ids
 
     @property
     def sequences(self) -> Sequence[np.ndarray]:

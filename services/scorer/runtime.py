@@ -43,6 +43,8 @@ from services.scorer.triton.available import require_triton
 from services.scorer.triton.host import TritonHost
 from services.scorer.triton.shared import SharedTriton
 from services.scorer.triton.supervisor import RestartPolicy, State, Supervisor
+from services.scorer.vllm.engine import VllmEngine
+from services.scorer.vllm.serving import options_of
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +73,10 @@ class ScorerServer:
         # (an external Triton runs its own)
         if backend is None:
             require_triton(config.backend, config.triton_url)
-        execution = execution_of(config) if config.backend == "torch" or not config.triton_url else None
+            if config.backend == "vllm" and not config.vllm_url:
+                options_of(config)  # vLLM's Python found, the dtype resolved
+        own_triton = config.backend == "triton" and not config.triton_url
+        execution = execution_of(config) if config.backend == "torch" or own_triton else None
         # one tritonserver for every model this scorer serves (PyTriton; not for torch or an external Triton)
         self.triton = (
             SharedTriton(execution, config.queue_delay_us)
@@ -85,8 +90,8 @@ class ScorerServer:
         return current.backend if current else None
 
     @property
-    def host(self) -> TritonHost | None:
-        """The Triton this process started for the model served now (None: torch, or an external Triton)."""
+    def host(self) -> TritonHost | VllmEngine | None:
+        """The Triton or vLLM engine this process started for the model served now (None: torch, an external one)."""
         current = self.models.current
         return current.host if current else None
 

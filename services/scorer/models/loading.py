@@ -1,7 +1,7 @@
 """Loading a checkpoint to serve, and choosing the first one: `--model`, or the registry's production model.
 
     model, why_not = load_first(config)                  # --model DIR or Hub id, or (--follow) the production model
-    model = load_served(config, ref, previous=current)   # tokenizer + backend (its own Triton, or torch)
+    model = load_served(config, ref, previous=current)   # tokenizer + backend (its Triton or vLLM engine, or torch)
 
 A model that cannot be loaded leaves nothing running (a Triton started for it is stopped) and raises.
 """
@@ -25,6 +25,8 @@ from services.scorer.models.served import ModelRef, ServedModel
 from services.scorer.models.shelf import Lookup
 from services.scorer.triton.host import TritonHost
 from services.scorer.triton.shared import SharedTriton
+from services.scorer.vllm.engine import VllmEngine
+from services.scorer.vllm.serving import vllm_backend
 
 log = logging.getLogger(__name__)
 WEIGHTS = {".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".ckpt"}
@@ -113,7 +115,7 @@ def load_served(
     fingerprint = tokenizer_fingerprint(ref.path)
     shared = previous if previous is not None and previous.fingerprint == fingerprint else None
     tokenizer = shared.tokenizer if shared else AutoTokenizer.from_pretrained(ref.path)
-    host: TritonHost | None = None
+    host: TritonHost | VllmEngine | None = None
     try:
         if backend is None:
             backend, host = make_backend(config, ref.path, tokenizer, triton)
@@ -138,14 +140,17 @@ def tokenizer_fingerprint(path: str) -> str:
 
 def make_backend(
     config: ScorerConfig, path: str, tokenizer: Any = None, triton: SharedTriton | None = None
-) -> tuple[Backend, TritonHost | None]:
-    """(backend, its handle in the Triton that serves it, or None); `tokenizer`, the checkpoint's, saves loading
-    it again; `triton`, the Triton shared by the scorer's models (None: one of the model's own).
+) -> tuple[Backend, TritonHost | VllmEngine | None]:
+    """(backend, its handle in the Triton or the vLLM engine that serves it, or None); `tokenizer`, the
+    checkpoint's, saves loading it again; `triton`, the Triton shared by the scorer's models (None: one of the
+    model's own).
 
     `prefix_sharing` and `dtype` reach the model's forward: in process, in the infer function of our Triton; an
     external Triton's model has its own (`cheems export-triton --prefix-sharing --dtype`), and the scorer only
     keeps one prompt's sequences in one request for it."""
     share = config.prefix_sharing
+    if config.backend == "vllm":
+        return vllm_backend(config, path)
     if config.backend == "torch":
         return TorchBackend(path, execution_of(config), tokenizer, config.queue_delay_us / 1e6), None
     if config.triton_url:

@@ -1,0 +1,202 @@
+"""A vLLM pooling server this scorer starts for one checkpoint, and watches.
+
+    engine = VllmEngine("out/models/rm", "cheems_rm", EngineOptions(python, tensor_parallel_size=4))
+    url = engine.start()          # blocks until the server answers /health (loading a 72B model takes minutes)
+    engine.alive(), engine.restart(), engine.stop()
+
+The server runs the checkpoint as vLLM's pooling runner with last-token pooling and no activation (the
+model's default for a one-label classifier would squash the reward), on loopback only: the scorer is the
+front door. Its output goes to a log file (`log_file`); a server that exits before it is ready fails the start
+with that log's last lines. `restart` starts a fresh server on a new port and tells the backend
+(`on_restart(url)`); `stop` ends the server and every process it started (its engine core and workers).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from services.scorer.errors import BackendUnavailable
+from services.scorer.triton.model import free_port
+from services.scorer.triton.processes import Proc, kill, tree
+
+log = logging.getLogger(__name__)
+# vLLM 0.32's server module (`vllm serve` is the same; the CPU wheel's `vllm` command cannot find its own version)
+ENTRY = "vllm.entrypoints.launchers.api_server.entry"
+POOLER = {"pooling_type": "LAST", "use_activation": False}
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How the engine runs; `ScorerConfig` fills it (`cheems serve --tensor-parallel-size ...`)."""
+
+    python: str  # the Python of vLLM's environment (`available.vllm_python`)
+    tensor_parallel_size: int = 1
+    dtype: str = "float32"  # resolved already: bfloat16, float16 or float32
+    max_model_len: int = 2048
+    prefix_caching: bool = True
+    memory_fraction: float = 0.9  # --gpu-memory-utilization (on the CPU build: of the NUMA node's memory)
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 32768
+    eager: bool = False  # no torch.compile, no CUDA graphs: starts faster, serves slower (tests, debugging)
+    start_seconds: float = 900.0
+
+
+def engine_command(model_dir: str, name: str, port: int, options: EngineOptions) -> list[str]:
+    """The server's command line (pure: tested without vLLM)."""
+    o = options
+    command = [
+        o.python, "-W", "ignore::DeprecationWarning", "-m", ENTRY,
+        "--model", model_dir, "--served-model-name", name,
+        "--runner", "pooling", "--pooler-config", json.dumps(POOLER),
+        "--tensor-parallel-size", str(o.tensor_parallel_size),
+        "--dtype", o.dtype,
+        "--max-model-len", str(o.max_model_len),
+        "--enable-prefix-caching" if o.prefix_caching else "--no-enable-prefix-caching",
+        "--gpu-memory-utilization", str(o.memory_fraction),
+        "--max-num-seqs", str(o.max_num_seqs),
+        "--max-num-batched-tokens", str(max(o.max_num_batched_tokens, o.max_model_len)),
+        "--host", "127.0.0.1", "--port", str(port),
+        "--disable-log-stats", "--disable-uvicorn-access-log",
+    ]  # fmt: skip
+    if o.eager:
+        command += ["-O0", "--enforce-eager"]
+    return command
+
+
+class VllmEngine:
+    """One vLLM server for `model_dir`, served as `name`; the handle `ServedModel` keeps as its `host`."""
+
+    def __init__(self, model_dir: str, name: str, options: EngineOptions) -> None:
+        self.model_dir, self.name, self.options = model_dir, name, options
+        self.url = ""
+        self.log_file = ""
+        self._process: subprocess.Popen[bytes] | None = None
+        self._procs: list[Proc] = []  # the server's process tree, noted while it runs
+        self._lock = threading.Lock()
+        self.on_restart: Callable[[str], None] = lambda url: None
+
+    @property
+    def prefix_sharing(self) -> bool:
+        return self.options.prefix_caching
+
+    @property
+    def dtype(self) -> str:
+        return self.options.dtype
+
+    @property
+    def pid(self) -> int | None:
+        process = self._process
+        return process.pid if process is not None and process.poll() is None else None
+
+    def alive(self) -> bool:
+        process = self._process
+        return process is not None and process.poll() is None
+
+    def note_processes(self) -> None:
+        """Remember the server's tree (engine core, workers): what `stop` kills if the server died without them."""
+        if (pid := self.pid) is not None:
+            self._procs = tree(pid)
+
+    def start(self) -> str:
+        """Start the server and wait until it is ready; returns its URL (host:port)."""
+        with self._lock:
+            return self._start()
+
+    def restart(self) -> str:
+        """A fresh server on a new port (the old one, and what is left of it, ended first)."""
+        with self._lock:
+            self._end()
+            url = self._start()
+        self.on_restart(url)
+        return url
+
+    def stop(self) -> None:
+        with self._lock:
+            self._end()
+
+    def _start(self) -> str:
+        port = free_port()
+        self.log_file = os.path.join(tempfile.gettempdir(), f"cheems-vllm-{port}.log")
+        command = engine_command(self.model_dir, self.name, port, self.options)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+        with open(self.log_file, "wb") as out:
+            os.chmod(self.log_file, 0o600)
+            self._process = subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                start_new_session=True,  # its own process group: stopped as one, and no terminal signals
+            )  # fmt: skip
+        url = f"127.0.0.1:{port}"
+        log.info("vLLM engine for %s starting at %s (pid %d, log %s)", self.model_dir, url, self._process.pid,
+                 self.log_file)  # fmt: skip
+        deadline = time.monotonic() + self.options.start_seconds
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                why = f"exited with status {self._process.returncode}"
+                self._end()
+                raise BackendUnavailable(f"the vLLM engine for {self.model_dir} {why}: {self._tail()}")
+            if healthy(url, timeout=2.0):
+                self.url = url
+                self.note_processes()
+                log.info("vLLM engine ready at %s", url)
+                return url
+            time.sleep(0.5)
+        self._end()
+        raise BackendUnavailable(
+            f"the vLLM engine for {self.model_dir} was not ready within {self.options.start_seconds:.0f} s "
+            f"(--vllm-start-seconds): {self._tail()}"
+        )
+
+    def _end(self) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            self.note_processes()
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                log.warning("vLLM engine pid %d ignored SIGTERM for 15 s: killing it", process.pid)
+        kill(self._procs)  # the group and any child that left it (workers are not always in the group)
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        process.wait()
+        self._procs = []
+
+    def _tail(self, lines: int = 12) -> str:
+        """The last lines of the server's log that say something (for an error message)."""
+        try:
+            text = Path(self.log_file).read_text(errors="replace").splitlines()
+        except OSError:
+            return f"no log at {self.log_file}"
+        kept = [line.strip() for line in text if line.strip()][-lines:]
+        return f"log {self.log_file} ends: " + " | ".join(kept)
+
+
+def healthy(url: str, timeout: float) -> bool:
+    """Whether the vLLM server at host:port answers /health with 200."""
+    host, _, port = url.rpartition(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    try:
+        connection.request("GET", "/health")
+        return connection.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        connection.close()

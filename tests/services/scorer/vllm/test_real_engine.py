@@ -165,7 +165,7 @@ def prefix_cache_hits(url: str) -> float:
     connection.request("GET", "/metrics")
     text = connection.getresponse().read().decode()
     connection.close()
-    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("vllm:prefix_cache_hits"))
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("vllm:prefix_cache_hits_total"))
 
 
 def test_a_prompt_shared_by_8_responses_with_prefix_caching_on_and_off(

@@ -14,7 +14,9 @@ from cheems.errors import ConfigError
 
 PROJECT = Path(__file__).resolve().parents[3]
 DEFAULT_PYTHON = PROJECT / ".venv-vllm" / "bin" / "python"
-HOW = "run `make setup-vllm` (vLLM into .venv-vllm/), give --vllm-python PATH, or --vllm-url HOST:PORT of a running vLLM"
+HOW = (
+    "run `make setup-vllm` (vLLM into .venv-vllm/), give --vllm-python PATH, or --vllm-url HOST:PORT of a running vLLM"
+)
 
 
 def vllm_python(configured: str = "") -> str:

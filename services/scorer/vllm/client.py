@@ -15,7 +15,6 @@ import http.client
 import json
 import math
 import queue
-import socket
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -98,7 +97,7 @@ class VllmBackend:
             connection.request("POST", path, body, {"Content-Type": "application/json"})
             response = connection.getresponse()
             reply = response.read()
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             connection.close()
             raise DeadlineExceeded(f"the vLLM engine at {url} did not answer within the deadline") from None
         except STALE:
@@ -146,9 +145,11 @@ def rewards(reply: bytes, expected: int) -> list[float]:
             values = item["data"]
             out[int(item["index"])] = float(values[0] if isinstance(values, list) else values)
     except (ValueError, KeyError, IndexError, TypeError) as e:
-        raise ScorerError(f"the vLLM engine's reply is not a pooling result ({type(e).__name__}): {said(reply)}") from None
+        why = f"the vLLM engine's reply is not a pooling result ({type(e).__name__}): {said(reply)}"
+        raise ScorerError(why) from None
     if len(items) != expected or not all(math.isfinite(v) for v in out):
-        raise ScorerError(f"the vLLM engine returned {len(items)} rewards for {expected} sequences, or a non-finite one")
+        why = f"the vLLM engine returned {len(items)} rewards for {expected} sequences, or a non-finite one"
+        raise ScorerError(why)
     return out
 
 

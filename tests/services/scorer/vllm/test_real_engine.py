@@ -137,27 +137,24 @@ def shared_prompt_request() -> reward_pb2.ScoreRequest:
     return reward_pb2.ScoreRequest(prompt="中国的首都是哪里？", responses=answers, system_prompt=SYSTEM)
 
 
-def transformers_rewards(rm: Path, request: reward_pb2.ScoreRequest) -> list[float]:
-    """Plain transformers: each (prompt, response) alone through the model, the head at its last token."""
+@pytest.fixture(scope="module")
+def reference(rm: Path) -> dict[str, list[list[float]]]:
+    """Plain transformers' rewards: each (prompt, response) alone through the model, the head at its last token."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(rm)
     model = AutoModelForSequenceClassification.from_pretrained(rm, dtype=torch.float32).eval()
-    system = request.system_prompt or None
-    conversations = [Conversation(request.prompt, r, system) for r in request.responses]
-    with torch.no_grad():
-        return [
-            float(model(torch.tensor([e.input_ids])).logits[0, 0])
-            for e in encode_many(tokenizer, conversations, max_length=512)
-        ]
 
+    def rewards(request: reward_pb2.ScoreRequest) -> list[float]:
+        system = request.system_prompt or None
+        conversations = [Conversation(request.prompt, r, system) for r in request.responses]
+        with torch.no_grad():
+            return [
+                float(model(torch.tensor([e.input_ids])).logits[0, 0])
+                for e in encode_many(tokenizer, conversations, max_length=512)
+            ]
 
-@pytest.fixture(scope="module")
-def reference(rm: Path) -> dict[str, list[list[float]]]:
-    return {
-        "sample": [transformers_rewards(rm, r) for r in sample_requests()],
-        "shared": [transformers_rewards(rm, shared_prompt_request())],
-    }
+    return {"sample": [rewards(r) for r in sample_requests()], "shared": [rewards(shared_prompt_request())]}
 
 
 def equal_transformers(server: ScorerServer, reference: dict[str, list[list[float]]]) -> None:

@@ -78,6 +78,10 @@ def test_cpu_workers_are_bound_to_their_share_of_the_cores(monkeypatch: pytest.M
     monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
     assert "VLLM_CPU_OMP_THREADS_BIND" in engine_environment(EngineOptions("py", device="cpu", tensor_parallel_size=2))
     assert "VLLM_CPU_OMP_THREADS_BIND" not in engine_environment(EngineOptions("py", tensor_parallel_size=2))  # GPU
+    monkeypatch.delenv("VLLM_CPU_NUM_OF_RESERVED_CPU", raising=False)
+    assert engine_environment(EngineOptions("py", device="cpu"))["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"  # every core
+    monkeypatch.setenv("VLLM_CPU_NUM_OF_RESERVED_CPU", "1")  # the user's own setting wins
+    assert engine_environment(EngineOptions("py", device="cpu"))["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
 
 
 def test_a_failed_start_names_the_root_cause_from_the_log(tmp_path: Path) -> None:

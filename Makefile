@@ -114,10 +114,11 @@ check: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy cheems cheems_cli evaluator trainer services system
 
-bench: setup
+bench: setup setup-vllm
 	$(BIN)/python bench/eval_bench.py
 	$(BIN)/python bench/sampler_bench.py
 	$(BIN)/python bench/scorer_bench.py
+	$(BIN)/python bench/scorer_bench.py --backend vllm --requests 32
 	$(BIN)/python bench/resolve_bench.py
 	$(BIN)/python bench/pipeline_bench.py
 	$(BIN)/python bench/loop_bench.py

@@ -16,11 +16,20 @@ For each dtype (`--dtypes`, default float32 and bfloat16), on a random-weight RM
                are those computed (with prefix sharing a request's prompt once), attention not counted
 Prefix sharing is on for both (the scorer's default); `--prefix-sharing off` turns it off for both.
 
+`--backend vllm` runs instead, for each dtype, `scorer_bench.py --backend vllm`'s comparison on this model: a
+torch-backend and a vLLM-backend scorer served at each `--concurrency` on its two shapes (its RLHF-like one has
+completions of ~100-200 tokens), vLLM/torch, and served vLLM at the highest level / vLLM offline (`LLM.encode`
+of the same sequences; goal >= 0.8 on a GPU). It needs vLLM (`make setup-vllm VLLM=vllm`, or --vllm-python)
+and stops in one line without it; --shapes, --rounds, --max-batch*, --prefix-sharing and --queue-delay-us are
+not used there.
+
     python bench/gpu_bench.py                  # CPU: 8 requests of each shape, hidden 256, 4 layers (minutes)
     python bench/gpu_bench.py --device cuda --hidden 896 --layers 24 --heads 14 --kv-heads 2 --intermediate 4864
         [--requests 64] [--dtypes float32,bfloat16] [--shapes cheemsbench,rlhf] [--concurrency 1,8,32]
         [--skip-served] [--peak-tflops 790] [--rounds 3] [--max-batch 64] [--max-batch-tokens 32768]
         [--prefix-sharing on|off] [--queue-delay-us US]
+    python bench/gpu_bench.py --backend vllm --device cuda --dtypes bfloat16 --hidden 896 --layers 24 --heads 14 \
+        --kv-heads 2 --intermediate 4864 [--vllm-python PATH] [--vllm-memory-fraction 0.5] [--vllm-quick-start]
 """
 
 from __future__ import annotations
@@ -46,7 +55,7 @@ from model_options import (
     synchronize,
 )
 from prefix_bench import alternate, requests
-from scorer_bench import run
+from scorer_bench import add_vllm_options, require_vllm, run, torch_against_vllm
 
 from cheems.chat import Conversation, encode_many
 from cheems.forward import MAX_BATCH_TOKENS, can_share, score_in_groups
@@ -310,6 +319,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--prefix-sharing", choices=("on", "off"), default="on", help="both sides (default on)")
     parser.add_argument("--queue-delay-us", type=int, help="the scorer's batching wait (default: the scorer's)")
+    parser.add_argument(
+        "--backend", choices=("torch", "vllm"), default="torch", help="vllm: torch against vLLM (the docstring)"
+    )
+    add_vllm_options(parser)
     args = parser.parse_args(argv)
     cuda = torch.device(args.device).type == "cuda"
     args.requests = args.requests or (64 if cuda else 8)
@@ -324,6 +337,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.backend == "vllm":
+        against_vllm(args)
+        return
     tokenizer = build_tokenizer()
     model = random_model(args, tokenizer)
     parameters = non_embedding_parameters(model)
@@ -350,6 +366,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         results = {dtype: measure(args, directory, dtype, works) for dtype in args.dtypes}
     rows = [row for dtype in args.dtypes for row in dtype_rows(args, dtype, works, results[dtype], parameters)]
     print_table(rows + speedup_rows(args, works, results), works)
+
+
+def against_vllm(args: argparse.Namespace) -> None:
+    """--backend vllm: `scorer_bench.py --backend vllm`'s comparison on the options' model, in each dtype."""
+    require_vllm(args.vllm_python, "gpu_bench.py")  # before anything loads: one line when vLLM is missing
+    tokenizer = build_tokenizer()
+    print(describe_device(args.device))
+    print(f"model: {describe_shape(args)}, vocabulary {len(tokenizer):,}, random weights")
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = save_model(random_model(args, tokenizer), tokenizer, Path(tmp) / "rm")
+        for dtype in args.dtypes:
+            torch_against_vllm(args, directory, tokenizer, dtype, args.asked)
 
 
 if __name__ == "__main__":

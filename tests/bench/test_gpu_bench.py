@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from gpu_bench import (
     Workload,
     computed_tokens,
     dtype_rows,
+    main,
     mfu,
     non_embedding_parameters,
     parse_args,
@@ -34,6 +37,15 @@ def test_defaults_on_the_cpu_and_on_cuda() -> None:
     cuda = parse_args(["--device", "cuda", *qwen])
     assert (cuda.requests, cuda.rounds, cuda.warm_ups, cuda.concurrency, cuda.batch_items) == (64, 3, 1, [1, 8, 32], 32)
     assert (cuda.hidden, cuda.layers, cuda.heads, cuda.kv_heads, cuda.intermediate) == (896, 24, 14, 2, 4864)
+
+
+def test_the_vllm_backend_is_an_option_and_stops_in_one_line_without_vllm(tmp_path: Path) -> None:
+    assert parse_args([]).backend == "torch"
+    args = parse_args(["--backend", "vllm", "--vllm-memory-fraction", "0.4", "--vllm-quick-start"])
+    assert (args.backend, args.vllm_python, args.vllm_memory_fraction, args.vllm_quick_start) == ("vllm", "", 0.4, True)
+    with pytest.raises(SystemExit) as stopped:  # a GPU host without vLLM: refused before any model is built
+        main(["--backend", "vllm", "--vllm-python", str(tmp_path / "no-python")])
+    assert str(stopped.value).startswith("gpu_bench.py --backend vllm: ") and "\n" not in str(stopped.value)
 
 
 def test_lists_are_read() -> None:

@@ -93,11 +93,11 @@ class ScorerConfig(BaseSettings):
         default="", description="Name of the model in the vLLM server at --vllm-url; empty = the first it lists."
     )
     tensor_parallel_size: int = Field(
-        default=1, ge=1, description="GPUs (CPU: processes) one vLLM engine spreads the model over (72B bf16: 4 x 80 GB)."
+        default=1,
+        ge=1,
+        description="GPUs (CPU: groups of cores) one vLLM engine spreads the model over (72B bf16: 4 x 80 GB).",
     )
-    max_model_len: int = Field(
-        default=0, ge=0, description="Longest sequence a vLLM engine takes; 0 = --max-length."
-    )
+    max_model_len: int = Field(default=0, ge=0, description="Longest sequence a vLLM engine takes; 0 = --max-length.")
     vllm_memory_fraction: float = Field(
         default=0.0,
         ge=0,

@@ -32,6 +32,7 @@ from services.scorer.config import ScorerConfig
 from services.scorer.runtime import ScorerServer
 from services.scorer.vllm.available import vllm_python
 from services.scorer.vllm.engine import EngineOptions, VllmEngine
+from tests.services.scorer.models.following import wait_for
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[4]
@@ -241,15 +242,6 @@ def post(server: ScorerServer, path: str, body: bytes) -> tuple[int, bytes]:
         return response.status, response.read()
     finally:
         connection.close()
-
-
-def wait_for(condition: Callable[[], bool], seconds: float) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def test_the_engine_killed_mid_call_fails_that_call_cleanly_and_comes_back(

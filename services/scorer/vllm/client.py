@@ -21,7 +21,7 @@ from typing import Any
 
 from services.scorer.deadline import Deadline
 from services.scorer.errors import BackendUnavailable, DeadlineExceeded, ScorerError
-from services.scorer.vllm.engine import healthy
+from services.scorer.vllm.engine import connection_to, healthy
 
 KEEP_ALIVE = 3.0  # seconds an idle connection is reused: below the server's keep-alive (uvicorn: 5 s)
 # how a connection the server closed fails before any reply comes
@@ -124,8 +124,7 @@ class VllmBackend:
                 return url, connection, True
             connection.close()
         url = self.url
-        host, _, port = url.rpartition(":")
-        return url, http.client.HTTPConnection(host, int(port)), False
+        return url, connection_to(url), False
 
     def close(self) -> None:
         self._closed = True

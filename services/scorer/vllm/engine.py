@@ -229,10 +229,15 @@ class VllmEngine:
         return f"{' | '.join(raised[:1] + said[-lines:])} (log: {self.log_file})"
 
 
+def connection_to(url: str, timeout: float | None = None) -> http.client.HTTPConnection:
+    """An HTTP connection (not yet open) to the vLLM server at host:port."""
+    host, _, port = url.rpartition(":")
+    return http.client.HTTPConnection(host, int(port), timeout=timeout)
+
+
 def healthy(url: str, timeout: float) -> bool:
     """Whether the vLLM server at host:port answers /health with 200."""
-    host, _, port = url.rpartition(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    connection = connection_to(url, timeout)
     try:
         connection.request("GET", "/health")
         return connection.getresponse().status == 200

@@ -18,7 +18,7 @@ from services.scorer.config import ScorerConfig
 from services.scorer.errors import BackendUnavailable
 from services.scorer.vllm.available import vllm_python
 from services.scorer.vllm.client import VllmBackend, host_port
-from services.scorer.vllm.engine import EngineOptions, VllmEngine
+from services.scorer.vllm.engine import EngineOptions, VllmEngine, connection_to
 
 
 def options_of(config: ScorerConfig) -> EngineOptions:
@@ -55,8 +55,7 @@ def vllm_backend(config: ScorerConfig, path: str) -> tuple[VllmBackend, VllmEngi
 
 def served_models(url: str) -> list[str]:
     """The model names the vLLM server at host:port serves (its /v1/models); UNAVAILABLE when it cannot say."""
-    host, _, port = url.rpartition(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    connection = connection_to(url, timeout=10)
     try:
         connection.request("GET", "/v1/models")
         reply: Any = json.loads(connection.getresponse().read())

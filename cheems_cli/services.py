@@ -80,6 +80,10 @@ def service_annotation(
         list[str] | None,
         typer.Option(help="Rule filter: a category whose answers skip the Chinese ratio (repeat; paper: none)."),
     ] = None,
+    export_dir: Annotated[
+        str,
+        typer.Option(help="Export writes its named files here (default: the data directory's exports folder)."),
+    ] = "",
     host: ListenHost = "127.0.0.1",
     tls_cert: TlsCert = "",
     tls_key: TlsKey = "",
@@ -89,10 +93,13 @@ def service_annotation(
     (cheems.samples.v1) become triple-wise tasks, and annotations and rankings are published. With
     --http-port: the annotator's page (/annotate) and the admin overview (/admin) over HTTP. A prompt's
     triples go to different annotators; --double-share gives a share of them a second task. The rule filter
-    keeps abnormal responses out of tasks, each with its reason stored (`cheems status`, the admin overview)."""
+    keeps abnormal responses out of tasks, each with its reason stored (`cheems status`, the admin overview).
+    Export writes a file by name in --export-dir, never a path a caller chooses."""
+    from cheems.settings import setting
     from services.annotation.algorithm.doubles import DoublingConfig
     from services.annotation.algorithm.filters import FilterConfig
     from services.annotation.config import TaskConfig
+    from services.annotation.exports import ExportConfig
     from services.annotation.intake import IntakeConfig
     from services.annotation.server import serve
     from services.annotation.web.workbench import WorkbenchConfig
@@ -115,7 +122,8 @@ def service_annotation(
 
     web = WorkbenchConfig(lease_seconds=lease)
     tasks = TaskConfig(rules if rule_filter else None, doubling)
-    serve(db, listen(port, host, tls_cert, tls_key), ready, bootstrap, intake, http_port, web, tasks)
+    exports = ExportConfig(export_dir or str(Path(setting("data_dir")) / "exports"))
+    serve(db, listen(port, host, tls_cert, tls_key), ready, bootstrap, intake, http_port, web, tasks, exports)
 
 
 @service.command("judge")

@@ -29,6 +29,7 @@ class SystemConfig:
     base_model: the checkpoint training starts from and the scorer serves until the first model is
         registered (`cheems up` makes the tiny real-vocabulary RM there when it is missing).
     bench: CheemsBench files every new model is evaluated on (copied under data_dir/bench).
+    The annotation service's Export writes named files in data_dir/exports (a name, never a caller's path).
     judge_url / judge_model / judge_key_file: an OpenAI-compatible AI judge; empty = no judge worker.
     ai_sources / human_sources: which samples (by their source) go to the AI judge and to human tasks.
     auto_after: train automatically once this many new rankings arrived since the last dataset (0 = off).
@@ -132,7 +133,8 @@ def plan(config: SystemConfig) -> list[Process]:
           if config.make_base_model else []),
         _grpc("ingestion", ("service", "ingestion", *store_bus), p(hosting.INGESTION_PORT)),
         _grpc("annotation", ("service", "annotation", *store_bus, "--human-sources", config.human_sources,
-                             "--http-port", str(p(hosting.ANNOTATION_HTTP_PORT))), p(hosting.ANNOTATION_PORT)),
+                             "--http-port", str(p(hosting.ANNOTATION_HTTP_PORT)),
+                             "--export-dir", str(config.data_dir / "exports")), p(hosting.ANNOTATION_PORT)),
     ]  # fmt: skip
     if config.judge_url:
         processes.append(_judge(config, store_bus))

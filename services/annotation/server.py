@@ -3,7 +3,8 @@
 annotator's page over HTTP when given --http-port).
 
 Bad input gets a status and stores nothing: unknown prompt -> NOT_FOUND; unknown response or task
-ids, a malformed order or verdict, a ListTasks limit outside 1..1000 or annotator name over 128 characters
+ids, a malformed order or verdict, a ListTasks limit outside 1..1000 or annotator name over 128 characters, an
+Export `name` that is not a plain file name (or any `path`: Export writes only in its export folder)
 -> INVALID_ARGUMENT; a completed task, or an annotation id reused with other content -> FAILED_PRECONDITION.
 ListTasks with an annotator offers none of a prompt they annotated or hold a task of (an empty list when
 only such tasks are open): a prompt's triples go to different people.
@@ -33,6 +34,7 @@ from cheems.v1 import annotation_pb2, annotation_pb2_grpc, common_pb2
 from services.access import Authenticate, Guard, caller
 from services.annotation.config import TaskConfig
 from services.annotation.events import BrokerUnavailable, RelayConfig
+from services.annotation.exports import ExportConfig
 from services.annotation.intake import IntakeConfig, IntakeLoop, SampleIntake
 from services.annotation.service import AnnotationService, OpenTask
 from services.annotation.submission import Submission, attribute, listed_for, submit
@@ -120,10 +122,12 @@ class AnnotationServicer(annotation_pb2_grpc.AnnotationServiceServicer):
 
     def Export(self, request: Any, context: grpc.ServicerContext) -> Any:
         def work() -> Any:
-            if not request.path:
-                raise InvalidRecord("path is required")
-            records, digest = self.service.export(request.kind, request.path, request.debias)
-            return annotation_pb2.ExportResponse(records=records, sha256=digest)
+            if request.path:
+                raise InvalidRecord(
+                    "path: Export writes no server path; give name, a file name written in the service's export folder"
+                )
+            records, digest = self.service.export(request.kind, request.name, request.debias)
+            return annotation_pb2.ExportResponse(records=records, sha256=digest, name=request.name)
 
         return self._run(context, work)
 
@@ -167,12 +171,16 @@ def open_task_message(task: OpenTask) -> annotation_pb2.OpenTask:
 
 
 def host(
-    engine: Engine, config: HostConfig, authenticate: Authenticate, publisher: Publisher | None = None
+    engine: Engine,
+    config: HostConfig,
+    authenticate: Authenticate,
+    publisher: Publisher | None = None,
+    exports: ExportConfig | None = None,
 ) -> GrpcHost:
     """The servicer on a GrpcHost (health, reflection), serving as soon as it is started; `authenticate`: the
     accounts callers' tokens are checked against; `publisher`: announce annotations and rankings (see
-    `AnnotationService`)."""
-    return servicer_host(AnnotationService(engine, publisher), config, authenticate)
+    `AnnotationService`); `exports`: the folder Export writes in."""
+    return servicer_host(AnnotationService(engine, publisher, exports=exports), config, authenticate)
 
 
 def servicer_host(service: AnnotationService, config: HostConfig, authenticate: Authenticate) -> GrpcHost:
@@ -198,6 +206,7 @@ def serve(
     http_port: int = -1,
     web: WorkbenchConfig | None = None,
     tasks: TaskConfig | None = None,
+    exports: ExportConfig | None = None,
 ) -> None:
     """`cheems service annotation`: expects a migrated database (`cheems db upgrade`), runs until SIGTERM.
 
@@ -205,7 +214,8 @@ def serve(
     triple-wise tasks for new prompts (a thread; liveness follows its heartbeat). If the intake dies
     the process stops with BrokerUnavailable, to be restarted. With `http_port` >= 0 (0 = any free port)
     the annotator's page is served over HTTP on config.host (`web.app`), submitting through the same
-    service. `tasks`: the rule filter's thresholds and the share of triples annotated twice.
+    service. `tasks`: the rule filter's thresholds and the share of triples annotated twice; `exports`: the folder
+    Export writes its named files in.
     `on_ready(grpc port, http port or None)` runs once the servers listen.
     """
     from services.store.accounts import AccountBook
@@ -214,7 +224,7 @@ def serve(
     engine, intake, relay = create_engine_for(StoreConfig(db)), intake or IntakeConfig(), RelayConfig()
     try:
         publisher = Publisher(bootstrap, max_block_ms=int(relay.ack_timeout * 1000)) if bootstrap else None
-        service = AnnotationService(engine, publisher, relay, tasks)
+        service = AnnotationService(engine, publisher, relay, tasks, exports)
         samples = SampleIntake(bootstrap, service, intake) if bootstrap else None
     except KafkaError as e:
         raise BrokerUnavailable(f"cannot reach the broker at {hide_password(bootstrap)}: {e!r}") from None

@@ -41,6 +41,7 @@ from services.annotation.algorithm.filters import reason as filter_reason
 from services.annotation.algorithm.protocol import triple_tasks
 from services.annotation.algorithm.resolve import Relation, Resolution, resolve
 from services.annotation.config import TaskConfig
+from services.annotation.exports import ExportConfig, export_path
 from services.annotation.events import EventRelay, RelayConfig, annotation_event, queue, ranking_event
 from services.annotation.files.annotations import relations_of
 from services.bus import topics
@@ -100,7 +101,8 @@ def known_keys(session: Session, prompt_id: str) -> set[str]:
 
 class AnnotationService:
     """`publisher`: announce stored changes (an `EventRelay` thread publishes them; `close()` stops it);
-    `tasks`: how tasks are made: the rule filter first, then the share of triples doubled (`config.TaskConfig`)."""
+    `tasks`: how tasks are made: the rule filter first, then the share of triples doubled (`config.TaskConfig`);
+    `exports`: the folder `export` writes its files in, each by name (`exports.ExportConfig`)."""
 
     def __init__(
         self,
@@ -108,8 +110,10 @@ class AnnotationService:
         publisher: Publisher | None = None,
         relay: RelayConfig | None = None,
         tasks: TaskConfig | None = None,
+        exports: ExportConfig | None = None,
     ) -> None:
         self.engine, self.tasks = engine, tasks or TaskConfig()
+        self.exports = exports or ExportConfig()
         self.relay = None if publisher is None else EventRelay(engine, publisher, relay or RelayConfig()).start()
 
     def create_tasks(self, prompt_id: str, group_size: int = 3) -> list[tuple[str, list[str]]]:
@@ -241,10 +245,12 @@ class AnnotationService:
         if self.relay is not None:
             self.relay.kick()
 
-    def export(self, kind: str, path: str, debias: bool = False, seed: int = 0) -> tuple[int, str]:
-        """Write every resolved prompt (bench or preference layout) atomically; returns (records, sha256)."""
+    def export(self, kind: str, name: str, debias: bool = False, seed: int = 0) -> tuple[int, str]:
+        """Write every resolved prompt (bench or preference layout) atomically to the file `name` of the export
+        folder (`exports.export_path`: a name, never a path); returns (records, sha256)."""
         if kind not in ("bench", "preference"):
             raise InvalidRecord(f"kind must be bench or preference, got {kind!r}")
+        path = export_path(self.exports, name)
         with session_scope(self.engine) as session:
             items = [
                 BenchItem(
@@ -262,8 +268,8 @@ class AnnotationService:
             else:
                 preference, _ = preference_items(items, debias, seed)
                 records = write_preference(path, preference)
-            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-            repository.record_export(session, kind, path, records, digest)
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            repository.record_export(session, kind, str(path), records, digest)
             return records, digest
 
     def ranking(self, prompt_id: str) -> Resolved | None:

@@ -48,3 +48,8 @@ def test_bad_settings_name_the_field() -> None:
     for field, value in (("auto_after", -1), ("nproc", 0), ("ports_from", 65500)):
         with pytest.raises(ValueError, match=field):
             SystemConfig(**{field: value})  # type: ignore[arg-type]
+
+
+def test_the_annotation_service_exports_under_the_data_directory(tmp_path: Path) -> None:
+    annotation = next(p.args for p in plan(SystemConfig(data_dir=tmp_path)) if p.name == "annotation")
+    assert annotation[annotation.index("--export-dir") + 1] == str(tmp_path / "exports")

@@ -14,6 +14,7 @@ from sqlalchemy import Engine, func, select
 from cheems.roles import ADMIN, ANNOTATOR, SERVICE
 from cheems.v1 import annotation_pb2 as pb
 from cheems.v1 import annotation_pb2_grpc
+from services.annotation.exports import ExportConfig
 from services.annotation.server import host
 from services.channels import open_channel
 from services.hosting import HostConfig
@@ -27,9 +28,10 @@ RESPONSES = [(f"r{i}", f"第{i}个回答") for i in range(1, 6)]
 
 
 @pytest.fixture
-def stub(engine: Engine, account: Callable[[str, str], str]) -> Iterator[Any]:
-    """The service's stub on an admin's channel."""
-    grpc_host = host(engine, HostConfig(port=0, host="127.0.0.1"), AccountBook(engine)).start()
+def stub(engine: Engine, account: Callable[[str, str], str], tmp_path: Path) -> Iterator[Any]:
+    """The service's stub on an admin's channel; Export writes in tmp_path/exports."""
+    exports = ExportConfig(str(tmp_path / "exports"))
+    grpc_host = host(engine, HostConfig(port=0, host="127.0.0.1"), AccountBook(engine), exports=exports).start()
     channel = open_channel(f"127.0.0.1:{grpc_host.port}", token=account("组长", ADMIN))
     yield annotation_pb2_grpc.AnnotationServiceStub(channel)
     channel.close()
@@ -219,18 +221,51 @@ def test_export_writes_files_the_evaluator_and_trainer_read(
             metadata=as_("赵六"),
         )
     stub.Resolve(pb.ResolveRequest(prompt_id=prompt), timeout=10)
-    bench = stub.Export(pb.ExportRequest(kind="bench", path=str(tmp_path / "b.jsonl")), timeout=10)
-    [item] = read_bench(tmp_path / "b.jsonl")
-    assert bench.records == 1 and dict(item.rank) == {"r1": 1, "r2": 2, "r3": 3, "r4": 4}
-    preference = stub.Export(pb.ExportRequest(kind="preference", path=str(tmp_path / "p.jsonl")), timeout=10)
-    [group] = read_groups(tmp_path / "p.jsonl")
+    bench = stub.Export(pb.ExportRequest(kind="bench", name="b.jsonl"), timeout=10)
+    [item] = read_bench(tmp_path / "exports" / "b.jsonl")
+    assert bench.records == 1 and dict(item.rank) == {"r1": 1, "r2": 2, "r3": 3, "r4": 4} and bench.name == "b.jsonl"
+    preference = stub.Export(pb.ExportRequest(kind="preference", name="p.jsonl"), timeout=10)
+    [group] = read_groups(tmp_path / "exports" / "p.jsonl")
     assert preference.records == 1 and len(group.pairs) == 6 and len(preference.sha256) == 64
-    again = stub.Export(pb.ExportRequest(kind="bench", path=str(tmp_path / "b2.jsonl")), timeout=10)
+    again = stub.Export(pb.ExportRequest(kind="bench", name="b2.jsonl"), timeout=10)
     assert again.sha256 == bench.sha256  # deterministic
     assert count(engine, Export) == 3
-    assert status(lambda: stub.Export(pb.ExportRequest(kind="csv", path=str(tmp_path / "x")), timeout=10))[0] == (
+    assert status(lambda: stub.Export(pb.ExportRequest(kind="csv", name="x"), timeout=10))[0] == (
         grpc.StatusCode.INVALID_ARGUMENT
     )
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"path": "/tmp/cheems-export.jsonl"},  # a server path, even with a name
+        {"name": "../outside.jsonl"},
+        {"name": "sub/b.jsonl"},
+        {"name": "/tmp/cheems-export.jsonl"},
+        {"name": ".."},
+        {"name": ".bashrc"},
+        {"name": "b\\x.jsonl"},
+        {"name": "b\x00.jsonl"},
+        {"name": ""},
+        {"name": "b" * 200},
+    ],
+)
+def test_export_writes_a_name_in_its_folder_and_refuses_any_path(
+    stub: Any, engine: Engine, tmp_path: Path, fields: dict[str, str]
+) -> None:
+    """An operator's Export reached any file the service could write (the issue's row 5): now only names."""
+    from services.store.models import Export
+
+    victim = tmp_path / "victim.jsonl"
+    victim.write_text("keep\n")
+    request = pb.ExportRequest(kind="bench", **({"name": "b.jsonl"} | fields))
+    if "path" in fields:
+        request.path = str(victim)
+    code, message = status(lambda: stub.Export(request, timeout=10))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert message.startswith("path:" if "path" in fields else "name:")
+    assert victim.read_text() == "keep\n" and count(engine, Export) == 0
+    assert not (tmp_path / "outside.jsonl").exists() and not list(tmp_path.glob("exports/*"))
 
 
 def test_an_annotation_is_the_senders_and_a_service_submits_ai_ones_only(

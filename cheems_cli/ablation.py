@@ -1,13 +1,14 @@
 """`cheems ablation`: the paper's Table 4, one reward model per dataset recipe, trained and evaluated on CheemsBench.
 
     cheems ablation --bench data/sample/open.jsonl,data/sample/human.jsonl --db sqlite:///out/demo/cheems.db
-    cheems ablation --bench /shared/open.jsonl --training-url 127.0.0.1:50057 --recipes human,ai,ai-distant
+    cheems ablation --bench open.jsonl --training-url 127.0.0.1:50057 --recipes human,ai,ai-distant
 
-With `--training-url` (or CHEEMS_TRAINING_URL) the trainings go to that running training service; without,
-this command starts one in this process against `--db` (local torchrun launcher, no events published) and
-stops it at the end, as `cheems demo` runs its services. A running service takes your account's token
-(`--token-file`, CHEEMS_TOKEN, or a local `cheems up`'s operator); the one started here takes a token of its own,
-made for this run (its trainings are requested by person:ablation). The work is `trainer.service.ablation`, the table
+With `--training-url` (or CHEEMS_TRAINING_URL) the trainings go to that running training service, and `--bench`
+names files under its bench root (its CHEEMS_BENCH_ROOT, default <data_dir>/bench: a request names no path);
+without, this command starts one in this process against `--db` (local torchrun launcher, no events published),
+copies the bench files into <data_dir>/bench and stops it at the end, as `cheems demo` runs its services. A
+running service takes your account's token (`--token-file`, CHEEMS_TOKEN, or a local `cheems up`'s operator); the
+one started here takes a token of its own, made for this run (its trainings are requested by person:ablation). The work is `trainer.service.ablation`, the table
 `trainer.ablation`.
 """
 
@@ -75,14 +76,15 @@ def ablation_command(
     from trainer.ablation import AblationConfig, plan, render, subsets_of, table_rows
     from trainer.service.ablation import run_ablation
 
-    files = [Path(b) for b in split(bench)]
-    missing = [str(f) for f in files if not f.is_file()]
+    files = split(bench)
+    missing = [f for f in files if not training_url and not Path(f).is_file()]
     if missing:
         raise typer.BadParameter(f"not a file: {', '.join(missing)}", param_hint="--bench")
+    names = files if training_url else [Path(f).name for f in files]
     overrides = key_values(set_)
     try:
         config = AblationConfig(
-            bench=tuple(str(f.resolve()) for f in files),  # the training processes may run elsewhere
+            bench=tuple(names),  # names under the training service's bench root (a request names no path)
             recipes=tuple(split([recipes])),
             seeds=tuple(int(s) for s in split([seeds])),
             training_recipe=recipe,
@@ -93,6 +95,8 @@ def ablation_command(
     except ValueError as e:  # UnknownDatasetRecipe included: it names the valid ones
         raise typer.BadParameter(str(e)) from None
     token = account_token(token_file, training_url) if training_url else ""
+    if not training_url:
+        _copy_into(files, Path(data_dir) / "bench")
     with _training_stub(training_url, db, data_dir, recipe, model, token, tls_ca) as stub:
         runs = run_ablation(stub, config, lambda line: typer.echo(line, err=True))
     rows = table_rows(runs, plan(config.recipes))
@@ -105,6 +109,16 @@ def ablation_command(
     if chart:
         _write_chart(chart, rows, subsets)
         typer.echo(f"wrote {chart}")
+
+
+def _copy_into(paths: list[str], root: Path) -> None:
+    """The in-process service's bench root gets a copy of each file (unless the file is that copy)."""
+    import shutil
+
+    root.mkdir(parents=True, exist_ok=True)
+    for file in map(Path, paths):
+        if not (root / file.name).exists() or not (root / file.name).samefile(file):
+            shutil.copyfile(file, root / file.name)
 
 
 @contextmanager

@@ -294,6 +294,9 @@ def service_training(
     data_dir: Annotated[
         str, from_settings("data_dir", "Datasets and trainings go here (shared storage in a cluster).")
     ],
+    bench_root: Annotated[
+        str, from_settings("bench_root", "A request's eval_files name files under here (empty: <data-dir>/bench).")
+    ],
     recipe: Annotated[
         str, typer.Option(help="Training recipe of a request that names none, and of auto.")
     ] = "tiny-cpu",
@@ -378,6 +381,7 @@ def service_training(
     try:
         config = TrainingConfig(
             data_dir=required(data_dir, "CHEEMS_DATA_DIR"),
+            bench_root=bench_root,
             recipe=recipe,
             dataset_recipe=dataset_recipe,
             supervisor=supervisor,

@@ -38,8 +38,8 @@ NOTE_WIDTH = 120  # characters of a reason shown in the table (the JSON keeps it
 class AblationConfig:
     """What `cheems ablation` trains and on what it evaluates.
 
-    bench: CheemsBench files, each a subset named by its stem, given to every training as `eval_files` (so the
-        training service's processes must read them: shared storage in a cluster).
+    bench: CheemsBench files, each a subset named by its stem, given to every training as `eval_files`: names of
+        files under the training service's bench root (`trainer.service.knobs`).
     recipes: dataset recipes (trainer.datasets.recipes); "human" is trained first whether asked or not when a
         distant recipe needs it as supervisor.
     seeds: training seeds; every recipe is trained once per seed, distant ones supervised by that seed's human model.

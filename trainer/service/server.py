@@ -5,10 +5,11 @@
 
 Each method decodes the request, calls `TrainingService` and encodes its rows
 (`trainer.service.messages`). Errors are kinds of `cheems.errors`, mapped by
-`services.grpc_errors.abort`: INVALID_ARGUMENT for an unknown recipe, a bad override or a dataset
-with no pair (nothing stored), NOT_FOUND for an unknown dataset or training, FAILED_PRECONDITION to
-cancel a training that has ended. On start the service re-attaches to the trainings recorded as
-running; on SIGTERM it stops watching them, and they go on.
+`services.grpc_errors.abort`: INVALID_ARGUMENT for an unknown recipe, a bad override, an override that is
+no training knob (`trainer.service.knobs`: model, trust_remote_code, paths; the base model is `base_model=<a
+registered model id>`) or a dataset with no pair (nothing stored), NOT_FOUND for an unknown dataset or
+training, FAILED_PRECONDITION to cancel a training that has ended. On start the service re-attaches to the
+trainings recorded as running; on SIGTERM it stops watching them, and they go on.
 
 Every call names an account (`services.access`; roles in `cheems.roles`): operators and admins make datasets,
 trainings, register and reject models; only admins promote and roll back. Who did it is the account: a
@@ -74,7 +75,7 @@ class TrainingServicer:
                 request.dataset_id,
                 request.dataset_recipe,
                 request.recipe,
-                dict(request.overrides),
+                self.service.requested(dict(request.overrides)),  # training knobs only: INVALID_ARGUMENT naming a key
                 request.supervisor,
                 requested_by=caller().actor,
             )

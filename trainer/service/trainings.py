@@ -8,7 +8,9 @@ A training is recorded (pending), launched (running, with the launcher's handle)
 monitor thread (`trainer.service.monitor`), which records its progress and, when it ends, registers
 its model (publishing a ModelEvent) or records why it failed. A request the service cannot take
 (an unknown recipe, an override of a field that is no TrainConfig's, a dataset with no pair) raises
-an InvalidInput before anything is stored; a launch the launcher refuses (Kubernetes answering 403)
+an InvalidInput before anything is stored; a gRPC request's overrides are first held to the training knobs
+(`requested`, `trainer.service.knobs`: no model, trust_remote_code or path; the base model is a registered
+one, `base_model=<model id>`, resolved to the registry's path at launch); a launch the launcher refuses (Kubernetes answering 403)
 leaves the training failed with that error. The gRPC adapter is `trainer.service.server`.
 """
 
@@ -23,12 +25,14 @@ from sqlalchemy.engine import Engine
 
 from cheems.errors import Conflict, InvalidInput
 from services.bus.client import Publisher
-from services.store import registry
+from services.store import lifecycle, registry
 from services.store.db import session_scope
+from services.store.errors import UnknownModel
 from services.store.models import Dataset, RegisteredModel, Training
 from trainer.datasets.build import DatasetOptions, create_dataset
 from trainer.recipes import recipe as training_recipe
 from trainer.service.config import TrainingConfig
+from trainer.service.knobs import BASE_MODEL, BadOverride, request_overrides
 from trainer.service.launchers import RESERVED, Launcher, LaunchError, LaunchSpec
 from trainer.service.monitor import Monitor
 
@@ -46,6 +50,7 @@ class TrainingService:
     ) -> None:
         self.engine, self.config, self.launcher, self.publisher = engine, config, launcher, publisher
         self.data_dir = Path(config.data_dir).absolute()  # the launched runs may work elsewhere
+        self.bench_root = Path(config.bench_root).absolute() if config.bench_root else self.data_dir / "bench"
         self.lock = threading.RLock()  # start, cancel and a run's end are decided one at a time
         self.monitor = Monitor(self)
 
@@ -71,6 +76,11 @@ class TrainingService:
 
     # trainings
 
+    def requested(self, overrides: Mapping[str, str]) -> dict[str, str]:
+        """A request's overrides, when every key is a training knob (`knobs.request_overrides`; BadOverride naming
+        the key otherwise), its eval_files names as paths under the bench root."""
+        return request_overrides(overrides, self.bench_root)
+
     def start_training(
         self,
         dataset_id: str = "",
@@ -84,6 +94,8 @@ class TrainingService:
         `requested_by`: who asked for it, as the training records it (the caller's actor, or policy:auto)."""
         recipe, overrides = recipe or self.config.recipe, {**self.config.overrides, **dict(overrides or {})}
         check_request(recipe, overrides)
+        if BASE_MODEL in overrides:
+            overrides[BASE_MODEL] = self.base_model(overrides[BASE_MODEL])[0]  # an alias: the model it names now
         if dataset_id:
             with session_scope(self.engine) as session:
                 dataset_id = registry.get_dataset(session, dataset_id).id
@@ -107,15 +119,11 @@ class TrainingService:
                 dataset = registry.get_dataset(session, training.dataset_id)
                 if training.state not in ACTIVE:
                     return
-            spec = LaunchSpec(
-                training.id,
-                training.recipe,
-                dataset.path,
-                training.out_dir,
-                self.config.model,
-                {k: str(v) for k, v in (training.overrides or {}).items()},
-                self.config.nproc,
-            )
+            overrides = {k: str(v) for k, v in (training.overrides or {}).items()}
+            base = overrides.pop(BASE_MODEL, "")
+            model = self.base_model(base)[1] if base else self.config.model
+            spec = LaunchSpec(training.id, training.recipe, dataset.path, training.out_dir, model, overrides,
+                              self.config.nproc)  # fmt: skip
             try:
                 handle = self.launcher.start(spec)
             except LaunchError as e:
@@ -124,6 +132,17 @@ class TrainingService:
                 return
             self.update(training_id, state="running", handle=handle)
         self.monitor.watch(training_id)
+
+    def base_model(self, name: str) -> tuple[str, str]:
+        """(id, path) of the registered model a request's base_model names (id or alias); BadOverride when none."""
+        try:
+            with session_scope(self.engine) as session:
+                model = lifecycle.resolve(session, name)
+                return model.id, model.path
+        except UnknownModel:
+            raise BadOverride(
+                f"overrides: {BASE_MODEL} {name[:80]!r} is no registered model: name one ListModels lists"
+            ) from None
 
     def get_training(self, training_id: str) -> Training:
         with session_scope(self.engine) as session:
@@ -187,7 +206,8 @@ def check_request(recipe: str, overrides: dict[str, str]) -> None:
     reserved = sorted(set(overrides) & set(RESERVED))
     if reserved:
         raise BadTrainingRequest(f"overrides: {', '.join(reserved)} is set by the training service")
+    fields = [f"{k}={v}" for k, v in overrides.items() if k != BASE_MODEL]  # base_model: the service's, at launch
     try:
-        training_recipe(recipe).with_overrides([f"{k}={v}" for k, v in overrides.items()])
+        training_recipe(recipe).with_overrides(fields)
     except ValueError as e:
         raise BadTrainingRequest(f"{'overrides' if 'unknown recipe' not in str(e) else 'recipe'}: {e}") from None

@@ -20,7 +20,7 @@ from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
 from services.channels import open_channel
 from services.hosting import HostConfig
-from services.store import registry
+from services.store import lifecycle, registry
 from services.store.accounts import AccountBook
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
@@ -60,9 +60,11 @@ def small_bench(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 def service(
-    engine: Engine, broker: EmbeddedBroker, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
+    engine: Engine, broker: EmbeddedBroker, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory, small_bench: str
 ) -> Iterator[TrainingService]:
-    config = TrainingConfig(data_dir=str(tmp_path_factory.mktemp("data")), model=str(tiny_model), poll_seconds=0.3)
+    """The service, its bench root the small bench's folder (a request names bench files under it)."""
+    data, bench_root = str(tmp_path_factory.mktemp("data")), str(Path(small_bench).parent)
+    config = TrainingConfig(data_dir=data, model=str(tiny_model), poll_seconds=0.3, bench_root=bench_root)
     service = TrainingService(engine, config, LocalLauncher(grace=5), Publisher(broker.bootstrap))
     yield service
     service.close()
@@ -92,11 +94,12 @@ def wait_for(check: Callable[[], Any], timeout: float = 120.0, every: float = 0.
 def test_start_training_trains_records_progress_and_registers_the_model(
     stub: Any, service: TrainingService, broker: EmbeddedBroker, small_bench: str
 ) -> None:
-    overrides = {**FAST, "eval_files": small_bench}
+    overrides = {**FAST, "eval_files": Path(small_bench).name}  # a name under the service's bench root
     started = stub.StartTraining(training_pb2.StartTrainingRequest(dataset_recipe="human", overrides=overrides))
     assert started.state == State.TRAINING_STATE_RUNNING and started.launcher == "local"
     assert started.requested_by == "person:ops"  # the caller's account
     assert started.out_dir == str(service.data_dir / "trainings" / started.training_id)
+    assert started.overrides["eval_files"] == f'["{Path(small_bench).resolve()}"]'  # the service's path of the name
     request = training_pb2.GetTrainingRequest(training_id=started.training_id)
     done = wait_for(lambda: (t := stub.GetTraining(request)).state != State.TRAINING_STATE_RUNNING and t)
     assert done.state == State.TRAINING_STATE_SUCCEEDED, done.error
@@ -127,9 +130,13 @@ def test_cancel_stops_the_process_group(stub: Any, service: TrainingService) -> 
     assert (after.state, after.model_id) == ("cancelled", None)
 
 
-def test_a_failed_run_records_the_end_of_its_log(stub: Any) -> None:
-    request = training_pb2.StartTrainingRequest(dataset_recipe="human", overrides={"model": "/nonexistent/rm"})
+def test_a_failed_run_records_the_end_of_its_log(stub: Any, engine: Engine) -> None:
+    """A registered base model (`base_model`, resolved to its path at launch) whose directory has gone."""
+    with session_scope(engine) as session:
+        lifecycle.register_checkpoint(session, "/nonexistent/rm", "rm-gone", "person:ops")
+    request = training_pb2.StartTrainingRequest(dataset_recipe="human", overrides={"base_model": "rm-gone"})
     started = stub.StartTraining(request)
+    assert started.overrides["base_model"] == "rm-gone"
     get = training_pb2.GetTrainingRequest(training_id=started.training_id)
     failed = wait_for(lambda: (t := stub.GetTraining(get)).state != State.TRAINING_STATE_RUNNING and t, 60)
     assert failed.state == State.TRAINING_STATE_FAILED and not failed.model_id
@@ -140,9 +147,20 @@ def test_a_failed_run_records_the_end_of_its_log(stub: Any) -> None:
     ("request_fields", "code", "message"),
     [
         ({"recipe": "gpt-5"}, grpc.StatusCode.INVALID_ARGUMENT, "unknown recipe 'gpt-5'"),
-        ({"overrides": {"epoch": "1"}}, grpc.StatusCode.INVALID_ARGUMENT, "--set 'epoch=1'"),
+        ({"overrides": {"epoch": "1"}}, grpc.StatusCode.INVALID_ARGUMENT, "overrides: epoch is not a training knob"),
         ({"overrides": {"epochs": "many"}}, grpc.StatusCode.INVALID_ARGUMENT, "not a valid float"),
-        ({"overrides": {"out_dir": "/tmp/x"}}, grpc.StatusCode.INVALID_ARGUMENT, "set by the training service"),
+        ({"overrides": {"out_dir": "/tmp/x"}}, grpc.StatusCode.INVALID_ARGUMENT, "overrides: out_dir is not a training"),
+        # the issue's row 6: an operator's own directory as the model, and its Python run by trust_remote_code
+        ({"overrides": {"epochs": "1", "trust_remote_code": "true"}}, grpc.StatusCode.INVALID_ARGUMENT,
+         "overrides: trust_remote_code is not a training knob an operator may set"),
+        ({"overrides": {"model": "/tmp/mine"}}, grpc.StatusCode.INVALID_ARGUMENT,
+         "overrides: model is not a training knob an operator may set"),
+        ({"overrides": {"token_cache": "/tmp/c"}}, grpc.StatusCode.INVALID_ARGUMENT, "overrides: token_cache is not"),
+        ({"overrides": {"train_files": "/etc/passwd"}}, grpc.StatusCode.INVALID_ARGUMENT, "overrides: train_files"),
+        ({"overrides": {"eval_files": "/etc/passwd"}}, grpc.StatusCode.INVALID_ARGUMENT, "overrides: eval_files[0]"),
+        ({"overrides": {"eval_files": '["../../x.jsonl"]'}}, grpc.StatusCode.INVALID_ARGUMENT, "eval_files[0]"),
+        ({"overrides": {"base_model": "/tmp/mine"}}, grpc.StatusCode.INVALID_ARGUMENT,
+         "overrides: base_model '/tmp/mine' is no registered model"),
         ({"dataset_recipe": "ai"}, grpc.StatusCode.INVALID_ARGUMENT, "no preference pair"),
         ({"dataset_recipe": "humans"}, grpc.StatusCode.INVALID_ARGUMENT, "dataset recipe 'humans' is unknown"),
         ({"dataset_id": "f" * 64}, grpc.StatusCode.NOT_FOUND, "no dataset"),

@@ -8,8 +8,8 @@ names files under its bench root (its CHEEMS_BENCH_ROOT, default <data_dir>/benc
 without, this command starts one in this process against `--db` (local torchrun launcher, no events published),
 copies the bench files into <data_dir>/bench and stops it at the end, as `cheems demo` runs its services. A
 running service takes your account's token (`--token-file`, CHEEMS_TOKEN, or a local `cheems up`'s operator); the
-one started here takes a token of its own, made for this run (its trainings are requested by person:ablation). The work is `trainer.service.ablation`, the table
-`trainer.ablation`.
+one started here takes a token of its own, made for this run (its trainings are requested by person:ablation). The
+work is `trainer.service.ablation`, the table `trainer.ablation`.
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
@@ -41,8 +40,8 @@ from services.annotation.algorithm.filters import reason as filter_reason
 from services.annotation.algorithm.protocol import triple_tasks
 from services.annotation.algorithm.resolve import Relation, Resolution, resolve
 from services.annotation.config import TaskConfig
-from services.annotation.exports import ExportConfig, export_path
 from services.annotation.events import EventRelay, RelayConfig, annotation_event, queue, ranking_event
+from services.annotation.exports import ExportConfig, export_path
 from services.annotation.files.annotations import relations_of
 from services.bus import topics
 from services.bus.client import Publisher

@@ -58,8 +58,8 @@ def request_overrides(overrides: Mapping[str, str], bench_root: Path) -> dict[st
             value = json.dumps([str(p) for p in bench_files(value, bench_root)])
         elif key != BASE_MODEL and key not in KNOBS:
             why = REFUSED.get(key, "it is no TrainConfig field a request may set")
-            raise BadOverride(f"overrides: {key} is not a training knob an operator may set ({why}); knobs: "
-                              f"{', '.join(sorted(KNOBS))}, {BASE_MODEL}=<registered model id>, {EVAL_FILES}")  # fmt: skip
+            knobs = f"{', '.join(sorted(KNOBS))}, {BASE_MODEL}=<registered model id>, {EVAL_FILES}"
+            raise BadOverride(f"overrides: {key} is not a training knob an operator may set ({why}); knobs: {knobs}")
         checked[key] = value
     return checked
 

@@ -10,8 +10,8 @@ its model (publishing a ModelEvent) or records why it failed. A request the serv
 (an unknown recipe, an override of a field that is no TrainConfig's, a dataset with no pair) raises
 an InvalidInput before anything is stored; a gRPC request's overrides are first held to the training knobs
 (`requested`, `trainer.service.knobs`: no model, trust_remote_code or path; the base model is a registered
-one, `base_model=<model id>`, resolved to the registry's path at launch); a launch the launcher refuses (Kubernetes answering 403)
-leaves the training failed with that error. The gRPC adapter is `trainer.service.server`.
+one, `base_model=<model id>`, resolved to the registry's path at launch); a launch the launcher refuses
+(Kubernetes answering 403) leaves the training failed with that error. The gRPC adapter is `trainer.service.server`.
 """
 
 from __future__ import annotations

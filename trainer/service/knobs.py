@@ -51,9 +51,9 @@ class BadOverride(InvalidInput):
 
 def request_overrides(overrides: Mapping[str, str], bench_root: Path) -> dict[str, str]:
     """The request's overrides when every key is a knob (`eval_files` names turned into paths under `bench_root`,
-    `base_model` kept for the service to resolve); BadOverride naming the first key that is not."""
+    `base_model` kept for the service to resolve); BadOverride naming the first key (by name) that is not."""
     checked = {}
-    for key, value in overrides.items():
+    for key, value in sorted(overrides.items()):  # the first refused key in name order (a proto map has no order)
         if key == EVAL_FILES:
             value = json.dumps([str(p) for p in bench_files(value, bench_root)])
         elif key != BASE_MODEL and key not in KNOBS:
@@ -61,7 +61,7 @@ def request_overrides(overrides: Mapping[str, str], bench_root: Path) -> dict[st
             knobs = f"{', '.join(sorted(KNOBS))}, {BASE_MODEL}=<registered model id>, {EVAL_FILES}"
             raise BadOverride(f"overrides: {key} is not a training knob an operator may set ({why}); knobs: {knobs}")
         checked[key] = value
-    return checked
+    return {key: checked[key] for key in overrides}
 
 
 def bench_files(value: str, bench_root: Path) -> list[Path]:

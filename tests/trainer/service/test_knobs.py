@@ -44,6 +44,9 @@ def test_trust_remote_code_and_a_model_directory_are_refused(bench_root: Path) -
     for key, value in (("trust_remote_code", "true"), ("model", str(bench_root))):
         with pytest.raises(BadOverride, match=f"overrides: {key} is not a training knob"):
             request_overrides({key: value}, bench_root)
+    both = {"trust_remote_code": "true", "model": str(bench_root)}  # the row 6: the first by name is named
+    with pytest.raises(BadOverride, match=r"^overrides: model is not a training knob an operator may set"):
+        request_overrides(both, bench_root)
 
 
 def test_eval_files_are_names_under_the_bench_root(bench_root: Path) -> None:

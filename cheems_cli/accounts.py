@@ -2,7 +2,7 @@
 
 cheems accounts add etl --role operator             # prints etl's token once (the store keeps its sha256)
 cheems accounts add eval-worker --role service --token-file /secrets/eval-worker/token   # a token made elsewhere
-cheems accounts list | reset NAME [--token-file F] | disable NAME | enable NAME
+cheems accounts list | reset NAME [--token-file F] | disable NAME | enable NAME | role NAME --role R
 cheems annotators add 张三 [--admin]                 # the same as --role annotator (or admin)
 
 Roles (`cheems.roles`): annotator, operator, admin, service, scorer-client. The commands talk to the store
@@ -98,6 +98,18 @@ def enable_command(name: Name, db: DatabaseUrl) -> None:
     with session_scope(_engine(db)) as session:
         enable(session, name)
     typer.echo(f"enabled {name}")
+
+
+@accounts.command("role")
+@clear_errors
+def role_command(name: Name, role: Role, db: DatabaseUrl) -> None:
+    """NAME's role from its next call (its token stays)."""
+    from services.store.accounts import set_role
+    from services.store.db import session_scope
+
+    with session_scope(_engine(db)) as session:
+        set_role(session, name, role)
+    typer.echo(f"{name} is {role}")
 
 
 @accounts.command("list")

@@ -108,6 +108,12 @@ def disable(session: Session, name: str) -> None:
     session.flush()
 
 
+def set_role(session: Session, name: str, role: str) -> None:
+    """The account's role from its next call (a person's decision: nothing here changes a role by itself)."""
+    get_account(session, name).role = check_role(role)
+    session.flush()
+
+
 def enable(session: Session, name: str) -> None:
     """A disabled account's token signs in again (the same token: a person's decision, never a restart's)."""
     get_account(session, name).active = True

@@ -47,7 +47,7 @@ def test_accounts_with_roles_and_tokens_from_files(tmp_path: Path) -> None:
     secret = tmp_path / "token"
     secret.write_text("20c5fb134040c16e73b2dabb5e05b736be99656e1d195232d2e9277a744d1b7f\n")
     for _ in range(2):  # a set-up run twice (a Kubernetes Job) changes nothing the second time
-        args = ["accounts", "add", "eval-worker", "--role", "service", "--token-file", str(secret), "--db", db]
+        args = ["accounts", "add", "eval-worker", "--role", "scorer-client", "--token-file", str(secret), "--db", db]
         made = runner.invoke(app, args)
         assert made.exit_code == 0 and "20c5fb13" not in made.output, made.output
     wrong = runner.invoke(app, ["accounts", "add", "x", "--role", "root", "--db", db])
@@ -57,7 +57,7 @@ def test_accounts_with_roles_and_tokens_from_files(tmp_path: Path) -> None:
     no_role = runner.invoke(app, ["accounts", "add", "y", "--db", db])
     assert no_role.exit_code == 2 and "--role" in no_role.output
     listed = runner.invoke(app, ["accounts", "list", "--db", db]).output.splitlines()
-    assert listed == ["etl\toperator\tactive", "eval-worker\tservice\tactive"]
+    assert listed == ["etl\toperator\tactive", "eval-worker\tscorer-client\tactive"]
     rotated = tmp_path / "rotated"
     rotated.write_text("7ad2df3b5fe0da277d2e342bb1be0c93520a31049d31c2f59817e0d7e0ca964f")
     assert (
@@ -66,7 +66,7 @@ def test_accounts_with_roles_and_tokens_from_files(tmp_path: Path) -> None:
     )
     book = accounts.AccountBook(create_engine_for(StoreConfig(db)))
     try:
-        assert book(rotated.read_text()) == Caller("eval-worker", "service")
+        assert book(rotated.read_text()) == Caller("eval-worker", "scorer-client")
         assert book(secret.read_text().strip()) is None and book(operator.output.strip()) == Caller("etl", "operator")
         assert runner.invoke(app, ["accounts", "disable", "etl", "--db", db]).exit_code == 0
         assert book(operator.output.strip()) is None
@@ -95,5 +95,8 @@ def test_a_weak_token_from_a_file_is_refused_and_a_disabled_account_enabled_agai
         assert book(token) == Caller("etl", "operator")  # the same token, by a person's decision
     finally:
         book.engine.dispose()
+    role = runner.invoke(app, ["accounts", "role", "etl", "--role", "scorer-client", "--db", db])
+    assert role.exit_code == 0 and role.output == "etl is scorer-client\n", role.output
+    assert runner.invoke(app, ["accounts", "list", "--db", db]).output == "etl\tscorer-client\tactive\n"
     missing = runner.invoke(app, ["accounts", "enable", "nobody", "--db", db])
     assert missing.exit_code == 2 and "no account 'nobody'" in missing.output

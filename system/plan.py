@@ -82,6 +82,10 @@ class SystemConfig:
     def token_file(self, account: str) -> Path:
         return self.accounts / f"{account}.token"
 
+    def addresses_file(self, account: str) -> Path:
+        """Where the commands beside this system may send `account`'s token: its listeners, one host:port a line."""
+        return self.accounts / f"{account}.addresses"
+
     def port(self, standard: int) -> int:
         """A standard port (50051, 9092, ...) moved into this system's block when `ports_from` is set."""
         if not self.ports_from:

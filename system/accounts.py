@@ -67,8 +67,7 @@ def _provide(engine: Engine, path: Path, name: str, role: str, db: str) -> Path:
         elif not found.active:
             raise Revoked(
                 f"account {name!r} is disabled, and `cheems up` never enables an account again: if it should work "
-                f"again, run `cheems accounts enable {name} {store}` (or `cheems accounts reset {name} {store}` "
-                "for a new token), then start again"
+                f"again, run `cheems accounts enable {name} {store}`, then start again"
             )
         elif token is None:
             token = accounts.reset_token(session, name)

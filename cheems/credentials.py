@@ -3,10 +3,13 @@
     log.info("store at %s", hide_password(url))   # postgresql+psycopg://user:***@host/db
     token = read_secret("/run/secrets/scorer-token", "--token-file")
     write_secret(Path("out/up/accounts/operator.token"), token)   # 0600, in a 0700 folder, written atomically
+    log = open_private(private_folder(Path("out/up/logs")) / "scorer.log")   # logs and stores alike: 0600 in 0700
 
 Every URL that is printed or logged goes through `hide_password` (database URLs, bootstrap and scorer
 addresses alike: they may carry `user:password@`). A token on the command line is visible to anyone
-who can list processes (`ps`), so every token option can also be read from a file (`read_secret`).
+who can list processes (`ps`), so every token option can also be read from a file (`read_secret`). What a system
+writes that others should not read (token files, the SQLite store, the logs) is its owner's only: files 0600 in
+0700 folders, made so when created (never widened by the umask first) and narrowed when found wider.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import IO, Any
 
 from cheems.errors import InvalidInput
 
@@ -65,14 +69,44 @@ def read_secret(path: str | Path, option: str = "") -> str:
     return secret
 
 
+def private_folder(path: Path) -> Path:
+    """`path` as a folder only its owner may enter (0700): made so (with its missing parents), or narrowed."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o700)
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """`path` as a file only its owner reads (0600): created empty if missing (never a symlink followed), or
+    narrowed; its folder is left as it is."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        if os.fstat(descriptor).st_mode & 0o077:
+            os.fchmod(descriptor, 0o600)
+    finally:
+        os.close(descriptor)
+    return path
+
+
+def open_private(path: Path | str, mode: str = "ab") -> IO[Any]:
+    """`open(path, mode)` ("ab", "wb", "a", "w") of a file only its owner reads (0600, made or narrowed first)."""
+    return open(private_file(Path(path)), mode)
+
+
 def write_secret(path: Path, secret: str) -> Path:
     """Write `secret` (one line) to `path`, readable by its owner only (0600; the folder made 0700 if new), replacing
     the file at once (a reader never sees half a secret)."""
+    return write_private(path, secret + "\n")
+
+
+def write_private(path: Path, text: str) -> Path:
+    """Write `text` to `path` as write_secret does: 0600 (the folder made 0700 if new), replacing it at once."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     partial.unlink(missing_ok=True)  # a left-over one may have other permissions
     descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as out:
-        out.write(secret + "\n")
+        out.write(text)
     os.replace(partial, path)
     return path

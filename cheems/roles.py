@@ -12,9 +12,9 @@ credential, never from the request. The roles:
     operator       ingests, makes tasks and datasets, starts and cancels trainings and evaluation runs, registers
                    and rejects models, reads everything
     admin          all an operator may, and promotes and rolls back models, annotates, sees the annotation overview
-    service        what one service needs of another: scoring (the eval workers), listing tasks and submitting AI
-                   annotations (an AI judge)
-    scorer-client  Score, ScoreBatch and GetModelInfo only (an RLHF job)
+    service        what one service needs of another: scoring, listing tasks and submitting AI annotations (an AI
+                   judge)
+    scorer-client  Score, ScoreBatch and GetModelInfo only (an RLHF job, the eval workers)
 
 A method missing from PERMISSIONS may be called by nobody (a test checks that every method of every cheems.v1
 service is in it). Health and reflection are not guarded at all (`services.access.OPEN`).

@@ -94,7 +94,7 @@ def ablation_command(
         )
     except ValueError as e:  # UnknownDatasetRecipe included: it names the valid ones
         raise typer.BadParameter(str(e)) from None
-    token = account_token(token_file, training_url) if training_url else ""
+    token = account_token(token_file, training_url, bool(tls_ca)) if training_url else ""
     if not training_url:
         _copy_into(files, Path(data_dir) / "bench")
     with _training_stub(training_url, db, data_dir, recipe, model, token, tls_ca) as stub:

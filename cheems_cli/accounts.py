@@ -2,12 +2,14 @@
 
 cheems accounts add etl --role operator             # prints etl's token once (the store keeps its sha256)
 cheems accounts add eval-worker --role service --token-file /secrets/eval-worker/token   # a token made elsewhere
-cheems accounts list | reset NAME [--token-file F] | disable NAME
+cheems accounts list | reset NAME [--token-file F] | disable NAME | enable NAME | role NAME --role R
 cheems annotators add 张三 [--admin]                 # the same as --role annotator (or admin)
 
 Roles (`cheems.roles`): annotator, operator, admin, service, scorer-client. The commands talk to the store
 (`--db`), so whoever may run them holds the database's credentials: managing accounts is the database admin's.
-A token is never taken from the command line: printed once, or read from `--token-file`.
+A token is never taken from the command line: printed once, or read from `--token-file` (at least 128 bits:
+`cheems.token_strength`). Nothing re-enables a disabled account or restores a reset token but these commands
+(`cheems up` refuses to start instead).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import typer
 
 from cheems.credentials import read_secret
 from cheems.roles import ADMIN, ANNOTATOR, ROLES
+from cheems.token_strength import check_strength
 from cheems_cli.options import DatabaseUrl, clear_errors
 
 if TYPE_CHECKING:
@@ -45,7 +48,7 @@ def _engine(db: str) -> Engine:
 
 
 def _token(token_file: Path | None) -> str | None:
-    return None if token_file is None else read_secret(token_file, "--token-file")
+    return None if token_file is None else check_strength(read_secret(token_file, "--token-file"), "--token-file")
 
 
 @accounts.command("add")
@@ -85,6 +88,30 @@ def disable_command(name: Name, db: DatabaseUrl) -> None:
     typer.echo(f"disabled {name}")
 
 
+@accounts.command("enable")
+@clear_errors
+def enable_command(name: Name, db: DatabaseUrl) -> None:
+    """NAME's token (the one it had) is taken again from its next call."""
+    from services.store.accounts import enable
+    from services.store.db import session_scope
+
+    with session_scope(_engine(db)) as session:
+        enable(session, name)
+    typer.echo(f"enabled {name}")
+
+
+@accounts.command("role")
+@clear_errors
+def role_command(name: Name, role: Role, db: DatabaseUrl) -> None:
+    """NAME's role from its next call (its token stays)."""
+    from services.store.accounts import set_role
+    from services.store.db import session_scope
+
+    with session_scope(_engine(db)) as session:
+        set_role(session, name, role)
+    typer.echo(f"{name} is {role}")
+
+
 @accounts.command("list")
 @clear_errors
 def list_command(db: DatabaseUrl) -> None:
@@ -112,4 +139,5 @@ def add_annotator_command(
 
 annotators.command("reset")(reset_command)
 annotators.command("disable")(disable_command)
+annotators.command("enable")(enable_command)
 annotators.command("list")(list_command)

@@ -203,6 +203,6 @@ def annotate_simulate_humans(
     items = [item for path in bench for item in read_bench(path)]
     config = SimulationConfig(annotators=annotators, noise=noise, seed=seed, idle_seconds=idle_seconds)
     accounts = [(p.stem, read_secret(p, "--token-dir")) for p in sorted(token_dir.glob("*.token"))]
-    token = account_token(token_file, annotation_url)
+    token = account_token(token_file, annotation_url, bool(tls_ca))
     stats = simulate_humans(annotation_url, items, config, accounts, token, tls_credentials(tls_ca))
     typer.echo(json.dumps(asdict(stats)))

@@ -33,9 +33,10 @@ def from_settings(field: str, help: str) -> Any:
     )
 
 
-# where `cheems up` (default --data-dir) keeps its operator's token: found by the commands run beside it
+# where `cheems up` (default --data-dir) keeps its operator's token, found by the commands run beside it, and the
+# addresses of its listeners: the only ones that token is sent to (or over TLS)
 UP_OPERATOR_TOKEN = Path("out/up/accounts/operator.token")
-LOOPBACK = re.compile(r"^(127\.\d+\.\d+\.\d+|localhost|\[::1\]):\d+$")
+UP_OPERATOR_ADDRESSES = UP_OPERATOR_TOKEN.with_suffix(".addresses")
 
 # Options several commands share; the Kubernetes manifests set their environment variables.
 ListenHost = Annotated[
@@ -90,16 +91,34 @@ def secret_option(value: str, file: Path | None, option: str) -> str:
     return value if file is None else read_secret(file, option)
 
 
-def account_token(file: Path | None, target: str) -> str:
-    """The bearer token to call the service at `target` with: `file`'s, else CHEEMS_TOKEN, else, for a service on
-    this machine (127.0.0.1, localhost, [::1]), the operator's of a `cheems up` run from this directory
-    (UP_OPERATOR_TOKEN; never sent to another host), else "" (no credential)."""
+def account_token(file: Path | None, target: str, tls: bool = False) -> str:
+    """The bearer token to call the service at `target` with: `file`'s, else CHEEMS_TOKEN (the user's choice: sent
+    wherever they point), else the operator's of a `cheems up` run from this directory (UP_OPERATOR_TOKEN), but only
+    to an address that `cheems up` listens on (UP_OPERATOR_ADDRESSES, exactly as it printed them) or over TLS
+    (`tls`: a CA given, so the server proves who it is); else "" (no credential), and a note on stderr says why."""
     if file is not None:
         return read_secret(file, "--token-file")
     if from_environment := os.environ.get("CHEEMS_TOKEN", "").strip():
         return from_environment
-    local = LOOPBACK.match(target.removeprefix("dns:///").removeprefix("ipv4:")) is not None
-    return read_secret(UP_OPERATOR_TOKEN) if local and UP_OPERATOR_TOKEN.is_file() else ""
+    if not UP_OPERATOR_TOKEN.is_file():
+        return ""
+    if tls or _saved_for(target):
+        return read_secret(UP_OPERATOR_TOKEN)
+    typer.echo(
+        f"note: no token sent to {target}: the operator's token of `cheems up` ({UP_OPERATOR_TOKEN}) goes only to "
+        f"the addresses it listens on ({UP_OPERATOR_ADDRESSES}) or over TLS; give --token-file or CHEEMS_TOKEN",
+        err=True,
+    )
+    return ""
+
+
+def _saved_for(target: str) -> bool:
+    """Whether `target` (host:port, maybe dns:/// or ipv4:) is one of UP_OPERATOR_ADDRESSES' lines."""
+    try:
+        saved = UP_OPERATOR_ADDRESSES.read_text(encoding="utf-8").split()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return re.sub(r"^(dns:///|ipv4:|ipv6:)", "", target.strip()) in saved
 
 
 def listen(port: int, host: str, tls_cert: str = "", tls_key: str = "") -> Any:

@@ -67,7 +67,7 @@ def score_command(
     token: ScorerToken,
     tls_ca: TlsCa,
     token_file: ScorerTokenFile = None,
-    model_url: Annotated[str, typer.Option(help="host:port of the scorer's gRPC endpoint.")] = "localhost:50051",
+    model_url: Annotated[str, typer.Option(help="host:port of the scorer's gRPC endpoint.")] = "127.0.0.1:50051",
     system_prompt: Annotated[str, typer.Option()] = "",
     timeout: Annotated[float, typer.Option(help="Deadline in seconds.")] = 30.0,
 ) -> None:
@@ -78,7 +78,7 @@ def score_command(
     from services.channels import tls_credentials
     from services.scorer.client import RewardClient
 
-    token = secret_option(token, token_file, "--token-file") or account_token(None, model_url)
+    token = secret_option(token, token_file, "--token-file") or account_token(None, model_url, bool(tls_ca))
     try:
         with RewardClient(model_url, token=token, timeout=timeout, credentials=tls_credentials(tls_ca)) as client:
             reply = client.score_full(prompt, response, system_prompt)

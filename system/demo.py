@@ -28,7 +28,7 @@ from pathlib import Path
 
 import grpc
 
-from cheems.credentials import read_secret
+from cheems.credentials import open_private, read_secret
 from cheems.errors import DeadlineExceeded
 from cheems.roles import ANNOTATOR
 from cheems.v1 import common_pb2, ingestion_pb2, ingestion_pb2_grpc, reward_pb2, reward_pb2_grpc
@@ -167,7 +167,7 @@ def annotatable(path: Path) -> int:
 
 def _child(config: DemoConfig, args: list[str], log: Path) -> subprocess.Popen[bytes]:
     """`cheems ARGS` in the background, its output in `log`."""
-    with open(log, "ab") as out:
+    with open_private(log) as out:
         return subprocess.Popen([config.python, "-m", "cheems_cli", *args], stdout=out, stderr=subprocess.STDOUT)
 
 

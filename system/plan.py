@@ -11,13 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from cheems.roles import OPERATOR, SERVICE
+from cheems.roles import OPERATOR, SCORER_CLIENT
 from services import hosting
 
 # the accounts every system on one machine has (system.accounts): {name: role}
 OPERATOR_ACCOUNT = "operator"  # people's commands beside `cheems up` (they find its token file)
-WORKER_ACCOUNT = "eval-worker"  # the score workers, calling the scorer
-ACCOUNTS = {OPERATOR_ACCOUNT: OPERATOR, WORKER_ACCOUNT: SERVICE}
+WORKER_ACCOUNT = "eval-worker"  # the score workers, calling the scorer: scoring is all they do
+ACCOUNTS = {OPERATOR_ACCOUNT: OPERATOR, WORKER_ACCOUNT: SCORER_CLIENT}
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,10 @@ class SystemConfig:
 
     def token_file(self, account: str) -> Path:
         return self.accounts / f"{account}.token"
+
+    def addresses_file(self, account: str) -> Path:
+        """Where the commands beside this system may send `account`'s token: its listeners, one host:port a line."""
+        return self.accounts / f"{account}.addresses"
 
     def port(self, standard: int) -> int:
         """A standard port (50051, 9092, ...) moved into this system's block when `ports_from` is set."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from cheems.credentials import open_private, private_folder
 from cheems.errors import Unavailable
 from system.plan import Process
 
@@ -72,8 +73,7 @@ class Supervisor:
     ) -> None:
         self.children = [Child(p) for p in processes]
         self.stopping = stop or threading.Event()  # set: starting gives up, watching ends
-        self.log_dir, self.config = Path(log_dir), config or SupervisorConfig()
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir, self.config = private_folder(Path(log_dir)), config or SupervisorConfig()  # 0700, logs 0600
         self.on_event: OnEvent = lambda name, event, detail: None
 
     def __enter__(self) -> Supervisor:
@@ -137,7 +137,7 @@ class Supervisor:
 
     def _spawn(self, child: Child) -> None:
         if child.log_file is None:
-            child.log_file = open(self.log_path(child.process.name), "ab")  # noqa: SIM115 - kept open while it runs
+            child.log_file = open_private(self.log_path(child.process.name))  # kept open while it runs
         command = [self.config.python, "-m", "cheems_cli", *child.process.args]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         child.popen = subprocess.Popen(

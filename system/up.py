@@ -5,6 +5,9 @@
 Lays out the data directory (the bench files the evaluator reads, a log folder, the accounts' token files:
 `system.accounts`), makes the base model when it is missing, then supervises every process of `plan(config)`
 (`system.supervisor`). Every service checks its callers' tokens; each process is given the file of its account.
+The data directory, the accounts' and the logs' folders are 0700, the store, token and log files 0600; beside the
+operator's token file, `operator.addresses` lists this system's listeners: the only addresses the `cheems`
+commands send that token to (`cheems_cli.options.account_token`).
 """
 
 from __future__ import annotations
@@ -14,19 +17,28 @@ import shutil
 import signal
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
+from sqlalchemy.engine import make_url
+
+from cheems.credentials import private_file, private_folder, write_private
 from system.accounts import provision
-from system.plan import ACCOUNTS, SystemConfig, plan
+from system.plan import ACCOUNTS, OPERATOR_ACCOUNT, SystemConfig, addresses, plan
 from system.supervisor import OnEvent, Supervisor, SupervisorConfig
 
 
 def prepare(config: SystemConfig) -> SystemConfig:
     """Create the data directory, copy the bench files under it, make the accounts (migrating the store first);
     the config to run (base model made if missing)."""
+    private_folder(config.data_dir)
     (config.data_dir / "bench").mkdir(parents=True, exist_ok=True)
     for path in config.bench:
         shutil.copyfile(path, config.data_dir / "bench" / path.name)
     provision(config.database, config.accounts, ACCOUNTS)
+    if not config.db:  # its own SQLite file (made 0600 when new): one of before is narrowed too
+        private_file(Path(make_url(config.database).database or ""))
+    listeners = sorted(set(addresses(config).values()))
+    write_private(config.addresses_file(OPERATOR_ACCOUNT), "".join(f"{a}\n" for a in listeners))
     return dataclasses.replace(config, make_base_model=not (config.model / "config.json").exists())
 
 

@@ -23,6 +23,7 @@ from cheems.attention import AttentionName
 from cheems.chat import Truncation
 from cheems.credentials import read_secret
 from cheems.settings import setting
+from cheems.token_strength import check_strength
 
 ENV_PREFIX = "CHEEMS_SCORER_"
 MIB = 1024 * 1024
@@ -185,7 +186,8 @@ class ScorerConfig(BaseSettings):
     token: str = Field(
         default="",
         repr=False,  # never in logs
-        description="Require this bearer token: `authorization: Bearer TOKEN` (HTTP also takes ?token=).",
+        description="Require this bearer token: `authorization: Bearer TOKEN` (HTTP also takes ?token=); 128 bits at "
+        "least (`openssl rand -hex 32`).",
     )
     token_file: str = Field(
         default="",
@@ -219,11 +221,16 @@ class ScorerConfig(BaseSettings):
             raise ValueError("tls_cert and tls_key must be given together")
         return tls_key
 
+    @field_validator("token")
+    @classmethod
+    def _strong(cls, token: str) -> str:
+        return check_strength(token) if token else token  # 128 bits at least (cheems.token_strength)
+
     @field_validator("token_file")
     @classmethod
     def _readable(cls, token_file: str) -> str:
         if token_file:
-            read_secret(token_file)  # here, so that an error names --token-file
+            check_strength(read_secret(token_file))  # here, so that an error names --token-file
         return token_file
 
     @model_validator(mode="after")

@@ -5,6 +5,7 @@ with session_scope(engine) as s:
     add_account(s, "eval-worker", SERVICE, token)     # a token made elsewhere (a Kubernetes Secret's)
     token = reset_token(s, "etl")                     # the old one stops working
     disable(s, "etl")                                 # refused at the next call
+    enable(s, "etl")                                  # its token signs in again
     account_by_token(s, token)                        # the active account, or None
 
     callers = AccountBook(engine)                     # what a service checks each call's bearer token with
@@ -26,14 +27,15 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from cheems.errors import InvalidInput
 from cheems.roles import ADMIN, ANNOTATOR, ROLES, Caller
+from cheems.token_strength import check_strength
 from services.store import validate as v
 from services.store.db import session_scope
 from services.store.errors import Conflict, InvalidRecord, UnknownAnnotator
 from services.store.models import Annotator
 
 TOKEN_PREFIX = "chm_"
-MIN_TOKEN = 16  # characters of a token made elsewhere (`openssl rand -hex 32` gives 64)
 
 
 def hash_token(token: str) -> str:
@@ -52,10 +54,14 @@ def check_role(role: str) -> str:
 
 
 def check_token(token: str) -> str:
-    """A token made elsewhere: long enough to guess never, one line (the message never shows it)."""
-    if len(token) < MIN_TOKEN or any(c.isspace() for c in token) or not token.isprintable():
-        raise InvalidRecord(f"a token needs at least {MIN_TOKEN} printable characters and no spaces")
-    return token
+    """A token made elsewhere: one line, strong enough never to be guessed (`cheems.token_strength`: 128 bits); the
+    message never shows it."""
+    if any(c.isspace() for c in token) or not token.isprintable():
+        raise InvalidRecord("a token needs printable characters and no spaces")
+    try:
+        return check_strength(token)
+    except InvalidInput as e:
+        raise InvalidRecord(str(e)) from None
 
 
 def holds(account: Annotator, token: str) -> bool:
@@ -99,6 +105,18 @@ def reset_token(session: Session, name: str, token: str | None = None) -> str:
 def disable(session: Session, name: str) -> None:
     """The account's token no longer signs in; what it did (annotations, claims, promotions) stays."""
     get_account(session, name).active = False
+    session.flush()
+
+
+def set_role(session: Session, name: str, role: str) -> None:
+    """The account's role from its next call (a person's decision: nothing here changes a role by itself)."""
+    get_account(session, name).role = check_role(role)
+    session.flush()
+
+
+def enable(session: Session, name: str) -> None:
+    """A disabled account's token signs in again (the same token: a person's decision, never a restart's)."""
+    get_account(session, name).active = True
     session.flush()
 
 

@@ -5,8 +5,10 @@ Tables are made by migrations (`services.store.migrate.upgrade(url)`), never her
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -61,6 +63,7 @@ def _json(value: Any) -> str:
 def create_engine_for(config: StoreConfig) -> Engine:
     """An engine for `config.url`; SQLite connections enforce foreign keys, server connections are pinged."""
     if config.is_sqlite:
+        _private_sqlite_file(config.url)
         # timeout: wait up to 30 s for another writer's lock instead of failing at once.
         engine = create_engine(config.url, echo=config.echo, json_serializer=_json, connect_args={"timeout": 30})
         event.listen(engine, "connect", _sqlite_connect)
@@ -77,6 +80,15 @@ def create_engine_for(config: StoreConfig) -> Engine:
         )
     log.debug("engine for %s", hide_password(config.url))
     return engine
+
+
+def _private_sqlite_file(url: str) -> None:
+    """A SQLite file that does not exist yet is created readable by its owner only (0600; SQLite gives its journal
+    and WAL files the same mode), so the accounts' token hashes and the annotations are nobody else's to read."""
+    database = make_url(url).database or ""
+    if database and database != ":memory:" and not database.startswith("file:") and not os.path.exists(database):
+        with contextlib.suppress(OSError):  # a folder that is missing: SQLite says so, in its own words
+            os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:

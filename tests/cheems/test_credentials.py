@@ -1,12 +1,15 @@
-"""`cheems.credentials`: passwords masked wherever a URL is shown; secrets read from files."""
+"""`cheems.credentials`: passwords masked wherever a URL is shown; secrets read from files; private files and folders
+(0600, 0700) made so or narrowed."""
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
 
-from cheems.credentials import hide_password, read_secret
+from cheems.credentials import hide_password, open_private, private_folder, read_secret
 from cheems.errors import InvalidInput
 
 
@@ -37,3 +40,28 @@ def test_read_secret(tmp_path: Path) -> None:
             read_secret(tmp_path / name, "--token-file")
     with pytest.raises(InvalidInput, match=r"^--token-file: cannot read .*absent"):
         read_secret(tmp_path / "absent", "--token-file")
+
+
+def test_private_files_and_folders_are_made_or_narrowed_to_their_owner(tmp_path: Path) -> None:
+    before = os.umask(0o022)  # the usual umask: made readable by all unless said otherwise
+    try:
+        folder = private_folder(tmp_path / "a" / "logs")
+        with open_private(folder / "x.log") as out:
+            out.write(b"line\n")
+        wide = tmp_path / "wide.log"
+        wide.write_text("old\n")
+        wide.chmod(0o644)
+        with open_private(wide, "a") as out:
+            out.write("more\n")
+        (tmp_path / "open").mkdir(mode=0o755)
+        private_folder(tmp_path / "open")
+    finally:
+        os.umask(before)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and stat.S_IMODE((tmp_path / "open").stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / "x.log").stat().st_mode) == 0o600
+    assert stat.S_IMODE(wide.stat().st_mode) == 0o600 and wide.read_text() == "old\nmore\n"
+    target = tmp_path / "elsewhere"
+    target.write_text("")
+    (tmp_path / "link.log").symlink_to(target)  # a link planted where a log goes (a shared /tmp) is not followed
+    with pytest.raises(OSError):
+        open_private(tmp_path / "link.log")

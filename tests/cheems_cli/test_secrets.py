@@ -21,7 +21,7 @@ from services.store.migrate import current_revision, head_revision
 from trainer.tiny import init_tiny_model
 
 PASSWORD = "SECRETPW-9f3e"  # PostgreSQL here trusts local connections: any password connects
-TOKEN = "tok-5d1c7a"
+TOKEN = "tok-5d1c7a-Hq8Lw2Zp9Xr4Nv6B"
 
 
 def cheems(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

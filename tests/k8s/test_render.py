@@ -148,7 +148,7 @@ def test_service_accounts_are_files_and_the_scorer_takes_them(path: str) -> None
     assert "--token-file=/var/run/secrets/cheems/account/token" in worker["containers"][0]["args"]
     assert not [e for e in worker["containers"][0].get("env", []) if "TOKEN" in e["name"]]
     [registration] = job["containers"]
-    assert registration["args"][:4] == ["accounts", "add", "eval-worker", "--role=service"]
+    assert registration["args"][:4] == ["accounts", "add", "eval-worker", "--role=scorer-client"]  # it only scores
     assert "--accounts" in pods["Deployment/cheems-scorer"]["containers"][0]["args"]
 
 

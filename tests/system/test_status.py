@@ -101,11 +101,16 @@ def test_the_scorers_models_and_their_dtype(tiny_checkpoint: Callable[..., Path]
     from services.scorer.runtime import ScorerServer
 
     config = ScorerConfig(
-        model=str(tiny_checkpoint()), backend="torch", grpc_port=0, http_port=-1, dtype="bfloat16", token="s3cret-token"
+        model=str(tiny_checkpoint()),
+        backend="torch",
+        grpc_port=0,
+        http_port=-1,
+        dtype="bfloat16",
+        token="s3cret-Q7vK2mN9xR4tW8yB6pL3-token",
     )
     with ScorerServer(config) as server:
         refused = status(None, {"scorer": f"127.0.0.1:{server.grpc_port}"})  # health is open, the models are not
-        report = status(None, {"scorer": f"127.0.0.1:{server.grpc_port}"}, token="s3cret-token")
+        report = status(None, {"scorer": f"127.0.0.1:{server.grpc_port}"}, token="s3cret-Q7vK2mN9xR4tW8yB6pL3-token")
     assert refused["services"] == {"scorer": "SERVING"} and refused["served"].startswith("UNAUTHENTICATED")
     assert report["services"] == {"scorer": "SERVING"}
     assert report["served"] == [

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import stat
 import threading
 from pathlib import Path
 
@@ -69,6 +70,8 @@ def test_a_process_that_cannot_start_is_reported_with_its_log(tmp_path: Path) ->
     with Supervisor([bad], tmp_path / "logs") as system, pytest.raises(StartFailed) as info:
         system.start()
     assert "ingestion exited" in str(info.value) and "nonsense" in str(info.value)
+    assert stat.S_IMODE((tmp_path / "logs").stat().st_mode) == 0o700  # the logs are the owner's only
+    assert stat.S_IMODE((tmp_path / "logs" / "ingestion.log").stat().st_mode) == 0o600
 
 
 def test_a_crash_loop_is_given_up(tmp_path: Path) -> None:

@@ -19,10 +19,12 @@ import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from cheems.credentials import private_file
 from cheems.execution import Execution
 from services.scorer.triton import processes
 from services.scorer.triton.model import free_port, make_infer, use_running_libpython
@@ -163,6 +165,7 @@ class SharedTriton:
         use_running_libpython()
         grpc_port = free_port()
         self.log_file = os.path.join(tempfile.gettempdir(), f"cheems-triton-{grpc_port}.log")
+        private_file(Path(self.log_file))  # made 0600 here: tritonserver writes into it as it is
         config = TritonConfig(
             grpc_address="127.0.0.1",
             http_address="127.0.0.1",

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from cheems.credentials import open_private
 from services.scorer.errors import BackendUnavailable
 from services.scorer.triton.model import free_port
 from services.scorer.triton.processes import Proc, kill, tree
@@ -169,8 +170,7 @@ class VllmEngine:
         self.log_file = os.path.join(tempfile.gettempdir(), f"cheems-vllm-{port}.log")
         command = engine_command(self.model_dir, self.name, port, self.options)
         env = engine_environment(self.options)
-        with open(self.log_file, "wb") as out:
-            os.chmod(self.log_file, 0o600)
+        with open_private(self.log_file, "wb") as out:  # 0600 from its creation, no symlink followed
             self._process = subprocess.Popen(
                 command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                 start_new_session=True,  # its own process group: stopped as one, and no terminal signals

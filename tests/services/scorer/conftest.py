@@ -52,7 +52,7 @@ def triton_server(tiny_model: Path) -> Iterator[ScorerServer]:
 @pytest.fixture(scope="session")
 def strict_server(tiny_model: Path) -> Iterator[ScorerServer]:
     """In-process torch backend with tight limits and a bearer token."""
-    yield from running(tiny_model, backend="torch", max_responses=3, max_length=48, token="s3cret")
+    yield from running(tiny_model, backend="torch", max_responses=3, max_length=48, token="s3cret-Q7vK2mN9xR4tW8yB6pL3")
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,9 @@ REQUEST = reward_pb2.ScoreRequest(prompt="你好", responses=["你好！", "嗯"
 
 @pytest.fixture
 def scorer(tiny_model: Path, db_url: str, engine: Engine) -> Iterator[ScorerServer]:
-    yield from running(tiny_model, backend="torch", accounts=True, db=db_url, token="static-s3cret-token")
+    yield from running(
+        tiny_model, backend="torch", accounts=True, db=db_url, token="static-s3cret-Q7vK2mN9xR4tW8yB6pL3-token"
+    )
 
 
 def score(server: ScorerServer, metadata: Any) -> grpc.StatusCode:
@@ -57,7 +59,7 @@ def test_accounts_that_score_are_taken_beside_the_static_token(
 ) -> None:
     rlhf, worker, ops = account("grpo-run", SCORER_CLIENT), account("eval-worker", SERVICE), account("ops", OPERATOR)
     person = account("张三", ANNOTATOR)
-    for token in (rlhf, worker, ops, "static-s3cret-token"):
+    for token in (rlhf, worker, ops, "static-s3cret-Q7vK2mN9xR4tW8yB6pL3-token"):
         assert score(scorer, bearer(token)) == grpc.StatusCode.OK
         assert post(scorer, token)[0] == 200
     assert post(scorer, query=f"?token={rlhf}")[0] == 200  # OpenRLHF's way

@@ -58,7 +58,7 @@ def test_async_client(truncating_server: ScorerServer) -> None:
 
 
 def test_client_sends_the_token(strict_server: ScorerServer) -> None:
-    with RewardClient(f"127.0.0.1:{strict_server.grpc_port}", token="s3cret") as client:
+    with RewardClient(f"127.0.0.1:{strict_server.grpc_port}", token="s3cret-Q7vK2mN9xR4tW8yB6pL3") as client:
         assert len(client.score("你好", ["好"])) == 1
     with RewardClient(f"127.0.0.1:{strict_server.grpc_port}") as client, pytest.raises(grpc.RpcError) as info:
         client.score("你好", ["好"])
@@ -311,7 +311,7 @@ def test_reward_function_batches_prompts_and_keeps_input_order(truncating_server
 def test_reward_function_conversational_and_split_by_max_responses(strict_server: ScorerServer) -> None:
     prompt = [{"role": "system", "content": "简短回答。"}, {"role": "user", "content": "你好"}]
     completions = [[{"role": "assistant", "content": c}] for c in ("好", "你好", "嗯", "早", "晚")]
-    with RewardClient(f"127.0.0.1:{strict_server.grpc_port}", token="s3cret") as client:
+    with RewardClient(f"127.0.0.1:{strict_server.grpc_port}", token="s3cret-Q7vK2mN9xR4tW8yB6pL3") as client:
         got = client.reward_function()(prompts=[prompt] * 5, completions=completions)  # max_responses is 3
         expected = [client.score("你好", [c[0]["content"]], system_prompt="简短回答。")[0] for c in completions]
     assert got == pytest.approx(expected, abs=1e-4)

@@ -73,12 +73,12 @@ def test_config_errors_name_the_field(changes: dict[str, object], field: str) ->
 
 
 def test_the_environment_sets_a_field_and_keywords_beat_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CHEEMS_SCORER_TOKEN", "from-env")  # what the manifests and `cheems score` use
+    monkeypatch.setenv("CHEEMS_SCORER_TOKEN", "from-env-Jx4Qm8Tz2Wk7Rb5N")  # what the manifests and `cheems score` use
     monkeypatch.setenv("CHEEMS_SCORER_MAX_LENGTH", "512")
     monkeypatch.setenv("CHEEMS_SCORER_URL", "scorer:50051")  # the clients' setting, no field here
     config = ScorerConfig(max_length=64)
-    assert (config.token, config.max_length, config.max_responses) == ("from-env", 64, 64)
-    assert "from-env" not in repr(config)
+    assert (config.token, config.max_length, config.max_responses) == ("from-env-Jx4Qm8Tz2Wk7Rb5N", 64, 64)
+    assert "from-env-Jx4Qm8Tz2Wk7Rb5N" not in repr(config)
 
 
 def test_every_field_is_documented_once_and_every_known_option_is_made() -> None:
@@ -118,7 +118,7 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[ScorerConfig]:
 def test_serve_options_reach_the_config_env_fills_the_rest(
     served: list[ScorerConfig], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("CHEEMS_SCORER_TOKEN", "s3cret")
+    monkeypatch.setenv("CHEEMS_SCORER_TOKEN", "s3cret-Q7vK2mN9xR4tW8yB6pL3")
     monkeypatch.setenv("CHEEMS_SCORER_MAX_LENGTH", "512")
     monkeypatch.setenv("CHEEMS_SCORER_MAX_RESPONSES", "7")
     args = ["serve", "--model", str(tmp_path), "--max-length", "100", "--grpc-port", "0", "--http-port", "-1"]
@@ -126,7 +126,7 @@ def test_serve_options_reach_the_config_env_fills_the_rest(
     assert result.exit_code == 0, result.output
     [config] = served
     assert (config.model, config.max_length, config.grpc_port) == (str(tmp_path), 100, 0)  # command line
-    assert (config.token, config.max_responses) == ("s3cret", 7)  # environment
+    assert (config.token, config.max_responses) == ("s3cret-Q7vK2mN9xR4tW8yB6pL3", 7)  # environment
     assert (config.backend, config.max_batch_items, config.dtype) == ("triton", 128, "auto")  # defaults
     assert result.output == "serving: gRPC 127.0.0.1:5  HTTP off\n"
 
@@ -160,6 +160,34 @@ def test_a_bad_value_is_a_usage_error_naming_its_option(
     result = CliRunner().invoke(app, ["serve", "--model", str(tmp_path), *args])
     assert result.exit_code == 2, result.output
     assert named in result.output and "Traceback" not in result.output
+    assert not served
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "named"),
+    [
+        (["--token", "a" * 16], {}, "'--token'"),
+        ([], {"CHEEMS_SCORER_TOKEN": "abcdefghijklmnopqrst"}, "'CHEEMS_SCORER_TOKEN'"),
+        (["--token-file", "FILE"], {}, "'--token-file'"),
+    ],
+)
+def test_a_weak_static_token_is_refused_without_showing_it(
+    served: list[ScorerConfig],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    env: dict[str, str],
+    named: str,
+) -> None:
+    (tmp_path / "token").write_text("s3cret\n", encoding="utf-8")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    args = [str(tmp_path / "token") if a == "FILE" else a for a in args]
+    result = CliRunner().invoke(app, ["serve", "--model", str(tmp_path), *args])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.replace("│", " ").split())  # rich's box, unwrapped
+    assert named in said and re.search("too easy to guess|at least 128 are needed", said), said
+    assert "Traceback" not in said and not any(weak in said for weak in ("a" * 16, "abcdefghijklmnopqrst", "s3cret"))
     assert not served
 
 

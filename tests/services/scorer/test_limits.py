@@ -21,7 +21,7 @@ from tests.services.scorer.conftest import running
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
-AUTH = [("authorization", "Bearer s3cret")]  # strict_server's token
+AUTH = [("authorization", "Bearer s3cret-Q7vK2mN9xR4tW8yB6pL3")]  # strict_server's token
 PROMPT = "请用一句话介绍长城。"
 GOOD = reward_pb2.ScoreRequest(prompt="你好", responses=["你好！", "您好，有什么可以帮您？"])
 

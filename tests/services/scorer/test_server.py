@@ -106,12 +106,12 @@ def test_health_and_reflection(triton_server: ScorerServer) -> None:
 
 def test_model_info(strict_server: ScorerServer) -> None:
     info = stub(strict_server).GetModelInfo(
-        reward_pb2.ModelInfoRequest(), timeout=5, metadata=[("authorization", "Bearer s3cret")]
+        reward_pb2.ModelInfoRequest(), timeout=5, metadata=[("authorization", "Bearer s3cret-Q7vK2mN9xR4tW8yB6pL3")]
     )
     assert (info.backend, info.max_responses, info.max_length, info.truncation) == ("torch", 3, 48, "error")
 
 
-AUTH = [("authorization", "Bearer s3cret")]
+AUTH = [("authorization", "Bearer s3cret-Q7vK2mN9xR4tW8yB6pL3")]
 
 
 @pytest.mark.parametrize(
@@ -158,7 +158,7 @@ def test_auth(strict_server: ScorerServer) -> None:
     status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5).status
     assert status == health_pb2.HealthCheckResponse.SERVING
     assert http(strict_server, "/get_reward", {"query": ["x"]})[0] == 401
-    assert http(strict_server, "/get_reward", {"query": ["x"]}, token="s3cret")[0] == 200
+    assert http(strict_server, "/get_reward", {"query": ["x"]}, token="s3cret-Q7vK2mN9xR4tW8yB6pL3")[0] == 200
 
 
 def test_deadline_exceeded(triton_server: ScorerServer) -> None:

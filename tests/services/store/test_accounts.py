@@ -48,7 +48,7 @@ def test_accounts_keep_only_the_token_hash_and_their_role(engine: Engine) -> Non
 
 
 def test_a_token_made_elsewhere_is_taken_and_adding_it_again_changes_nothing(engine: Engine) -> None:
-    made = "0123456789abcdef" * 4  # `openssl rand -hex 32`
+    made = "20c5fb134040c16e73b2dabb5e05b736be99656e1d195232d2e9277a744d1b7f"  # `openssl rand -hex 32`
     with session_scope(engine) as s:
         assert accounts.add_account(s, "eval-worker", SERVICE, made) == made
     with session_scope(engine) as s:
@@ -57,8 +57,10 @@ def test_a_token_made_elsewhere_is_taken_and_adding_it_again_changes_nothing(eng
             accounts.add_account(s, "eval-worker", OPERATOR, made)  # never another role by adding
         with pytest.raises(Conflict, match="another account has this token"):
             accounts.add_account(s, "other", SERVICE, made)
-        with pytest.raises(InvalidRecord, match="at least 16"):
+        with pytest.raises(InvalidRecord, match="fewer than 8 different characters"):
             accounts.add_account(s, "short", SERVICE, "abc")
+        with pytest.raises(InvalidRecord, match="about 83 bits, at least 128"):  # cheems.token_strength
+            accounts.add_account(s, "weak", SERVICE, "0123456789abcdef" * 4)
         with pytest.raises(InvalidRecord, match="no spaces"):
             accounts.reset_token(s, "eval-worker", "0123456789 abcdef0123")
     book = accounts.AccountBook(engine)
@@ -67,6 +69,9 @@ def test_a_token_made_elsewhere_is_taken_and_adding_it_again_changes_nothing(eng
     with session_scope(engine) as s:
         accounts.disable(s, "eval-worker")
     assert book(made) is None  # at once: nothing is cached
+    with session_scope(engine) as s:
+        accounts.enable(s, "eval-worker")
+    assert book(made) == Caller("eval-worker", SERVICE)  # its own token again
 
 
 def test_admins_and_annotators_of_before_roles_keep_what_they_were(db_url: str) -> None:

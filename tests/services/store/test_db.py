@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import IntegrityError
 
-from services.store.db import StoreConfig, session_scope
+from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.models import Ranking, Response
 
 
@@ -24,6 +27,18 @@ def test_config_errors_name_the_field(kwargs: dict[str, object], field: str) -> 
 def test_config_defaults_to_a_sqlite_file() -> None:
     assert StoreConfig().url == "sqlite:///cheems.db"
     assert StoreConfig().is_sqlite and not StoreConfig("postgresql+psycopg://u@h/db").is_sqlite
+
+
+def test_a_new_sqlite_file_is_its_owners_only(tmp_path: Path) -> None:
+    before = os.umask(0o022)  # the usual umask: a file SQLite made itself would be 0644
+    try:
+        engine = create_engine_for(StoreConfig(f"sqlite:///{tmp_path / 'cheems.db'}"))
+        with engine.begin() as connection:
+            connection.execute(text("CREATE TABLE t (x INTEGER)"))
+        engine.dispose()
+    finally:
+        os.umask(before)
+    assert stat.S_IMODE((tmp_path / "cheems.db").stat().st_mode) == 0o600
 
 
 def test_session_scope_commits(engine: Engine, prompt_id: str, rows: Callable[[], dict[str, int]]) -> None:

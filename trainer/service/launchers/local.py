@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from cheems.credentials import open_private
 from trainer.service.launchers import LOG, LaunchError, LaunchSpec, Status, train_args
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,7 @@ class LocalLauncher:
         out.mkdir(parents=True, exist_ok=True)
         command = [self.python, "-m", "cheems_cli", *train_args(spec)]
         try:
-            with (out / LOG).open("ab") as output:
+            with open_private(out / LOG) as output:  # 0600
                 process = subprocess.Popen(
                     command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
                 )

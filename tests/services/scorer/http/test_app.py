@@ -247,7 +247,7 @@ def test_truncation_is_flagged_in_extra_logs(truncating_server: ScorerServer, to
 
 def test_over_length_without_truncation_is_413(strict_server: ScorerServer, tokenizer: Any) -> None:
     body = {"query": [templated(tokenizer, PROMPT, "好"), templated(tokenizer, PROMPT, "好" * 200)]}
-    status, reply = post(strict_server, "/get_reward", body, token="s3cret")
+    status, reply = post(strict_server, "/get_reward", body, token="s3cret-Q7vK2mN9xR4tW8yB6pL3")
     assert (status, reply["reason"]) == (413, "limit_exceeded") and "query[1]" in reply["error"]
 
 
@@ -262,10 +262,15 @@ def test_auth_by_header_or_token_in_the_url(strict_server: ScorerServer) -> None
     )
     assert post(strict_server, "/get_reward", body, query="?token=nope")[0] == 401
     assert post(strict_server, "/get_reward", body, token="s3cre")[0] == 401
-    assert post(strict_server, "/get_reward", body, token="s3cret")[0] == 200
-    assert post(strict_server, "/get_reward", body, query="?token=s3cret")[0] == 200
-    assert post(strict_server, "/get_reward", body, query="?x=1&token=s3cret&y=2")[0] == 200
-    assert post(strict_server, "/score", {"prompt": "你好", "responses": ["好"]}, query="?token=s3cret")[0] == 200
+    assert post(strict_server, "/get_reward", body, token="s3cret-Q7vK2mN9xR4tW8yB6pL3")[0] == 200
+    assert post(strict_server, "/get_reward", body, query="?token=s3cret-Q7vK2mN9xR4tW8yB6pL3")[0] == 200
+    assert post(strict_server, "/get_reward", body, query="?x=1&token=s3cret-Q7vK2mN9xR4tW8yB6pL3&y=2")[0] == 200
+    assert (
+        post(
+            strict_server, "/score", {"prompt": "你好", "responses": ["好"]}, query="?token=s3cret-Q7vK2mN9xR4tW8yB6pL3"
+        )[0]
+        == 200
+    )
     assert get(strict_server, "/health").status_code == 200 and get(strict_server, "/metrics").status_code == 200
 
 
@@ -278,12 +283,15 @@ def test_the_token_in_the_url_never_reaches_the_access_log(strict_server: Scorer
     access.addHandler(handler)
     access.setLevel(logging.INFO)
     try:
-        assert post(strict_server, "/get_reward", {"query": ["好"]}, query="?token=s3cret&x=1")[0] == 200
+        assert (
+            post(strict_server, "/get_reward", {"query": ["好"]}, query="?token=s3cret-Q7vK2mN9xR4tW8yB6pL3&x=1")[0]
+            == 200
+        )
     finally:
         access.removeHandler(handler)
         access.setLevel(level)
     assert any("/get_reward?x=1" in r for r in records), records
-    assert not any("s3cret" in r for r in records), records
+    assert not any("s3cret-Q7vK2mN9xR4tW8yB6pL3" in r for r in records), records
 
 
 # --- errors of the backend and the deadline, metrics

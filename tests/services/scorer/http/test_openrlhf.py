@@ -29,7 +29,7 @@ from cheems.model import load_model
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
-TOKEN = "f3a9c1d7e5b2"
+TOKEN = "f3a9c1d7e5b2c8a04d6f1b3e9a7c5d2f"
 PROMPTS = [
     "请用一句话介绍长城。",
     "把“春眠不觉晓”翻译成英文。",

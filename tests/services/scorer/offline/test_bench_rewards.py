@@ -37,10 +37,10 @@ def test_prompts_go_many_a_call_with_calls_in_flight_and_come_back_in_order(
         return original(self, requests, timeout)
 
     monkeypatch.setattr(RewardClient, "score_batch", counted)
-    got = score_items_remote(items, url, token="s3cret", max_items=4, in_flight=3)
+    got = score_items_remote(items, url, token="s3cret-Q7vK2mN9xR4tW8yB6pL3", max_items=4, in_flight=3)
     assert sum(calls) == 12 and max(calls) == 4 and len(calls) == 3  # 9 prompts as 12 items, 4 a call
     assert len(threads) > 1  # calls from several threads at once
-    with RewardClient(url, token="s3cret") as client:
+    with RewardClient(url, token="s3cret-Q7vK2mN9xR4tW8yB6pL3") as client:
         for i, values in zip(items, got, strict=True):  # each prompt alone, its responses 3 at most a call
             contents = [r.content for r in i.responses]
             system = str(i.extra.get("sys_prompt", ""))

@@ -17,23 +17,10 @@ from typer.testing import CliRunner
 
 from cheems_cli.main import app
 from services.store.migrate import upgrade
+from tests.services.accounts import Recorder
 
 SAVED = "chm_saved-operator-Xq7Lm2Vb9Tz4Rk8Wn3Pd6Hs1"  # what `cheems up` wrote into its token file
 MINE = "chm_users-own-token-Yf5Ja8Qc2Gu7Ne4Kx9Mt3"
-
-
-class Recorder(grpc.GenericRpcHandler):
-    """Answers nothing (UNIMPLEMENTED) and keeps the metadata of each call: what a stranger's port would see."""
-
-    def __init__(self) -> None:
-        self.seen: list[dict[str, str]] = []
-
-    def service(self, handler_call_details: grpc.HandlerCallDetails) -> None:
-        self.seen.append(dict(handler_call_details.invocation_metadata))  # type: ignore[attr-defined]
-        return None
-
-    def authorizations(self) -> list[str]:
-        return [m["authorization"] for m in self.seen if "authorization" in m]
 
 
 def free_port() -> int:

@@ -28,6 +28,7 @@ from cheems.roles import ADMIN, ANNOTATOR, OPERATOR, SCORER_CLIENT, SERVICE
 from evaluator.leaderboard.app import create_app as leaderboard
 from evaluator.server import EvaluationServicer
 from evaluator.server import host as evaluation_host
+from services.annotation.exports import ExportConfig
 from services.annotation.server import servicer_host as annotation_host
 from services.annotation.service import AnnotationService
 from services.annotation.web.app import create_app as annotation_page
@@ -130,13 +131,15 @@ def system(
     engine: Engine, account: Callable[[str, str], str], tiny_checkpoint: Callable[..., Path], tmp_path: Path
 ) -> Iterator[System]:
     book, listen = AccountBook(engine), HostConfig(port=0, host="127.0.0.1")
-    bench = tmp_path / "bench"
+    bench, exports = tmp_path / "bench", tmp_path / "exports"
     bench.mkdir()
     shutil.copy(SAMPLE / "open.jsonl", bench / "open.jsonl")
     hosts: list[GrpcHost] = []
     trainings = TrainingService(
         engine,
-        TrainingConfig(data_dir=str(tmp_path / "data"), poll_seconds=0.3, model=str(tiny_checkpoint())),
+        TrainingConfig(
+            data_dir=str(tmp_path / "data"), poll_seconds=0.3, model=str(tiny_checkpoint()), bench_root=str(bench)
+        ),
         LocalLauncher(grace=2),
     )
     with EmbeddedBroker() as broker:
@@ -155,7 +158,9 @@ def system(
         ).start()
         ports = {
             "IngestionService": serve(hosts, ingestion_host(IngestionService(engine), listen, book)),
-            "AnnotationService": serve(hosts, annotation_host(AnnotationService(engine), listen, book)),
+            "AnnotationService": serve(
+                hosts, annotation_host(AnnotationService(engine, exports=ExportConfig(str(exports))), listen, book)
+            ),
             "TrainingService": serve(hosts, training_host(trainings, listen, book)),
             "EvaluationService": serve(
                 hosts, evaluation_host(EvaluationServicer(engine, publisher, bench), listen, book)
@@ -222,7 +227,7 @@ def test_every_mutating_rpc_is_locked_and_opens_to_its_role(system: System, capl
     s.door(
         "AnnotationService",
         "Export",
-        {"kind": "bench", "path": str(Path(s.checkpoint).parent / "x.jsonl")},
+        {"kind": "bench", "name": "x.jsonl"},
         "boss",
         "judge",
         both,
@@ -310,3 +315,117 @@ def test_the_http_apis_as_plain_urllib_calls_them(engine: Engine, account: Calla
     finally:
         page.stop()
         board.stop()
+
+
+# Issue 36: each role can do its job and nothing more. One test per row of the issue's table, each as the attacker
+# tried it (the role's own token, the real services); each failed on the main of before.
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_an_operator_reaches_no_host_file_and_runs_no_code(system: System, tmp_path: Path) -> None:
+    s, victim = system, tmp_path / "victim.sh"
+    victim.write_text("echo mine\n")
+    for body in (
+        {"kind": "bench", "path": str(victim)},  # row 5: the file was replaced
+        {"kind": "bench", "name": str(victim)},
+        {"kind": "bench", "name": "../victim.sh"},
+    ):
+        code, details, _ = s.clients["AnnotationService"].call("AnnotationService", "Export", body, s.tokens["ops"])
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith(("path:", "name:")), (body, details)
+    assert victim.read_text() == "echo mine\n" and not (tmp_path / "exports").exists()
+    trojan = tmp_path / "trojan"  # row 6: a model folder whose remote code would run with trust_remote_code
+    trojan.mkdir()
+    (trojan / "config.json").write_text(json.dumps({"auto_map": {"AutoModel": "evil.Model"}}))
+    (trojan / "evil.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w')\n")
+    before = s.rows()
+    for overrides, key in (
+        ({"trust_remote_code": "true", "model": str(trojan)}, "model"),
+        ({"trust_remote_code": "true"}, "trust_remote_code"),
+        ({"out_dir": str(tmp_path)}, "out_dir"),
+        ({"epochs": "1", "train_files": str(victim)}, "train_files"),
+    ):
+        body = {"dataset_id": "any", "overrides": overrides}
+        code, details, _ = s.clients["TrainingService"].call("TrainingService", "StartTraining", body, s.tokens["boss"])
+        assert code == grpc.StatusCode.INVALID_ARGUMENT, (overrides, code, details)
+        assert details.startswith(f"overrides: {key} is not a training knob"), details
+    assert s.rows() == before and not (tmp_path / "ran").exists()
+
+
+def test_a_revocation_outlives_a_restart_of_cheems_up(tmp_path: Path) -> None:
+    from services.store.accounts import reset_token
+    from services.store.db import StoreConfig, create_engine_for
+    from system.accounts import Revoked
+    from system.plan import SystemConfig
+    from system.up import prepare
+
+    config = SystemConfig(data_dir=tmp_path / "up")
+    prepare(config)
+    kept = {name: (config.accounts / f"{name}.token").read_text() for name in ("operator", "eval-worker")}
+    engine = create_engine_for(StoreConfig(config.database))
+    book = AccountBook(engine)
+    try:
+        with session_scope(engine) as session:
+            disable(session, "operator")  # row 7: re-enabled by the next `cheems up`
+        with pytest.raises(Revoked, match="account 'operator' is disabled.*cheems accounts enable operator"):
+            prepare(config)
+        assert book(kept["operator"].strip()) is None
+        with session_scope(engine) as session:
+            session.get(Annotator, "operator").active = True  # type: ignore[union-attr]
+            reset_token(session, "eval-worker")  # row 7: its old token was restored
+        with pytest.raises(Revoked, match="account 'eval-worker' has another token than its file"):
+            prepare(config)
+        assert book(kept["eval-worker"].strip()) is None
+        assert {n: (config.accounts / f"{n}.token").read_text() for n in kept} == kept  # nothing rewritten
+    finally:
+        engine.dispose()
+
+
+def test_a_weak_token_is_refused_wherever_it_is_given(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from cheems_cli.main import app
+    from services.store.migrate import upgrade
+
+    db, weak = f"sqlite:///{tmp_path / 'cheems.db'}", tmp_path / "weak.token"
+    upgrade(db)
+    weak.write_text("a" * 16 + "\n")  # row 9: accepted
+    for command in (["accounts", "add", "etl", "--role", "operator"], ["serve", "--model", str(tmp_path)]):
+        option = "--token-file"
+        result = CliRunner().invoke(app, [*command, option, str(weak), *(["--db", db] if "accounts" in command else [])])
+        assert result.exit_code == 2 and "a" * 16 not in result.output, result.output
+        assert "--token-file" in result.output and "fewer than 8 different characters" in result.output, result.output
+    for token in ("a" * 16, "abcdefgh", "0123456789abcdef"):  # the scorer's static token: no minimum before
+        with pytest.raises(ValueError, match="token"):
+            ScorerConfig(model=str(tmp_path), token=token)
+    assert "etl" not in CliRunner().invoke(app, ["accounts", "list", "--db", db]).output
+
+
+def test_the_cli_sends_the_saved_operator_token_to_no_other_listener(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from typer.testing import CliRunner
+
+    from cheems_cli.main import app
+    from tests.services.accounts import Recorder
+
+    for name in ("CHEEMS_TOKEN", "CHEEMS_TOKEN_FILE", "CHEEMS_SCORER_TOKEN", "CHEEMS_SCORER_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    saved = "chm_" + "Xq7Lm2Vb9Tz4Rk8Wn3Pd6Hs1Yf5Ja8Qc2Gu7Ne4"
+    accounts = tmp_path / "out" / "up" / "accounts"
+    accounts.mkdir(parents=True)
+    (accounts / "operator.token").write_text(saved + "\n")
+    (accounts / "operator.addresses").write_text("127.0.0.1:50051\n")  # where `cheems up` listens
+    recorder = Recorder()
+    stranger = grpc.server(ThreadPoolExecutor(2), handlers=[recorder])
+    port = stranger.add_insecure_port("127.0.0.1:0")
+    stranger.start()
+    try:  # row 10: the operator's token was sent to any port given
+        args = ["score", "--prompt", "你好", "--response", "好", "--model-url", f"127.0.0.1:{port}"]
+        result = CliRunner().invoke(app, args)
+    finally:
+        stranger.stop(None)
+    assert recorder.seen and recorder.authorizations() == [], result.output
+    assert f"no token sent to 127.0.0.1:{port}" in result.output and saved not in result.output

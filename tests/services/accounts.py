@@ -3,10 +3,12 @@
 token = account(engine, "张三", ANNOTATOR)                 # or the `account` fixture: account("张三", ANNOTATOR)
 stub.SubmitAnnotation(request, metadata=bearer(token))
 channel = open_channel(target, token=token)               # every call of the channel carries it
+server = grpc.server(pool, handlers=[recorder := Recorder()])  # a stranger's port: what credentials reach it
 """
 
 from __future__ import annotations
 
+import grpc
 from sqlalchemy import Engine
 
 from services.store.accounts import add_account, reset_token
@@ -25,3 +27,17 @@ def account(engine: Engine, name: str, role: str) -> str:
 def bearer(token: str) -> list[tuple[str, str]]:
     """gRPC call metadata carrying `token`."""
     return [("authorization", f"Bearer {token}")]
+
+
+class Recorder(grpc.GenericRpcHandler):
+    """Answers nothing (UNIMPLEMENTED) and keeps the metadata of each call: what a stranger's port would see."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, str]] = []
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> None:
+        self.seen.append(dict(handler_call_details.invocation_metadata))  # type: ignore[attr-defined]
+        return None
+
+    def authorizations(self) -> list[str]:
+        return [m["authorization"] for m in self.seen if "authorization" in m]

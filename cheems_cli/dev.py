@@ -31,7 +31,9 @@ def dev_broker(
 
     with EmbeddedBroker(port, host) as broker:
         broker.create_topics(topics.with_dead_letters(), partitions)
-        typer.echo(f"broker at {broker.bootstrap} (loopback only, no authentication) with topics: {', '.join(topics.ALL)}")
+        typer.echo(
+            f"broker at {broker.bootstrap} (loopback only, no authentication) with topics: {', '.join(topics.ALL)}"
+        )
         # Blocked, the signals wait for sigwait; unblocked, SIGTERM would kill this process and orphan the
         # broker. Blocked only now: the broker process inherits the mask and must still stop on SIGTERM.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})

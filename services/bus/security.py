@@ -48,9 +48,13 @@ class KafkaSecurity:
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
-            raise ConfigError(f"{_env('kafka_security_protocol')} must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
+            raise ConfigError(
+                f"{_env('kafka_security_protocol')} must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}"
+            )
         if self.mechanism not in MECHANISMS:
-            raise ConfigError(f"{_env('kafka_sasl_mechanism')} must be one of {', '.join(MECHANISMS)}, got {self.mechanism!r}")
+            raise ConfigError(
+                f"{_env('kafka_sasl_mechanism')} must be one of {', '.join(MECHANISMS)}, got {self.mechanism!r}"
+            )
         given = {f: getattr(self, f) for f in ("username", "password_file", "ca_file") if getattr(self, f)}
         if self.protocol == PLAINTEXT and given:
             names = ", ".join(_env(f"kafka_{f}") for f in given)

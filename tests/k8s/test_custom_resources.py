@@ -183,9 +183,22 @@ def test_what_the_schemas_refuse() -> None:
         {**kafka, "spec": {**kafka["spec"], "kafka": {**kafka["spec"]["kafka"], "replicas": 3}}},
         {**pool, "spec": {**pool["spec"], "replicas": "three"}},
         {**user, "spec": {**user["spec"], "authentication": {"type": "scram-sha-256"}}},
-        {**user, "spec": {**user["spec"], "authorization": {"type": "simple", "acls": [{**acl, "operations": ["Wirte"]}]}}},
-        {**user, "spec": {**user["spec"], "authorization": {"type": "simple", "acls": [  # v1beta2's singular form
-            {"resource": acl["resource"], "operation": "Write"}]}}},
+        {
+            **user,
+            "spec": {**user["spec"], "authorization": {"type": "simple", "acls": [{**acl, "operations": ["Wirte"]}]}},
+        },
+        {
+            **user,
+            "spec": {
+                **user["spec"],
+                "authorization": {
+                    "type": "simple",
+                    "acls": [  # v1beta2's singular form
+                        {"resource": acl["resource"], "operation": "Write"}
+                    ],
+                },
+            },
+        },
         {**kafka, "spec": {**kafka["spec"], "kafka": {**kafka["spec"]["kafka"], "authorization": {"type": "acl"}}}},
     ]
     for doc in bad:

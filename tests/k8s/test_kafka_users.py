@@ -49,7 +49,9 @@ def acls_of(user: dict[str, Any]) -> set[tuple[str, str, str]]:
     return found
 
 
-def expected_acls(produces: tuple[str, ...], consumes: tuple[str, ...], groups: tuple[str, ...]) -> set[tuple[str, str, str]]:
+def expected_acls(
+    produces: tuple[str, ...], consumes: tuple[str, ...], groups: tuple[str, ...]
+) -> set[tuple[str, str, str]]:
     return (
         {("topic", name, op) for name in produces for op in WRITE}
         | {("topic", name, op) for name in consumes for op in READ}

@@ -82,15 +82,16 @@ def test_dev_broker_command_serves_the_topics_and_stops_on_sigterm(tmp_path: Pat
     cmd = [sys.executable, "-m", "cheems_cli", "dev", "broker", "--port", str(port), "--partitions", "1"]
     out = tmp_path / "broker.out"
     with out.open("wb") as sink:
-        process = subprocess.Popen(
-            [*cmd, "--host", "localhost"], stdout=sink, stderr=subprocess.STDOUT
-        )
+        process = subprocess.Popen([*cmd, "--host", "localhost"], stdout=sink, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60
         while "broker at" not in out.read_text():
             assert process.poll() is None and time.monotonic() < deadline, out.read_text()
             time.sleep(0.1)
-        assert out.read_text().splitlines()[0] == f"broker at localhost:{port} (loopback only, no authentication) with topics: {', '.join(topics.ALL)}"
+        assert (
+            out.read_text().splitlines()[0]
+            == f"broker at localhost:{port} (loopback only, no authentication) with topics: {', '.join(topics.ALL)}"
+        )
         admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}")
         try:
             created = {t for t in admin.list_topics() if not t.startswith("__")}  # not the broker's own

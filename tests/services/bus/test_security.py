@@ -5,7 +5,7 @@ users it is given), so the SASL_SSL path is checked as far as kafka-python build
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -20,7 +20,9 @@ CA_PEM = "-----BEGIN CERTIFICATE-----\nnot parsed until a connection\n-----END C
 def sasl(tmp_path: Path, password: str = "s3cret\n") -> KafkaSecurity:
     (tmp_path / "password").write_text(password)
     (tmp_path / "ca.crt").write_text(CA_PEM)
-    return KafkaSecurity("SASL_SSL", "SCRAM-SHA-512", "cheems-annotation", str(tmp_path / "password"), str(tmp_path / "ca.crt"))
+    return KafkaSecurity(
+        "SASL_SSL", "SCRAM-SHA-512", "cheems-annotation", str(tmp_path / "password"), str(tmp_path / "ca.crt")
+    )
 
 
 def test_plaintext_by_default_and_nothing_else() -> None:
@@ -69,18 +71,18 @@ def test_half_configurations_are_refused(fields: dict[str, str], message: str) -
 
 def test_unreadable_files_are_refused_by_name(tmp_path: Path) -> None:
     security = sasl(tmp_path)
-    with pytest.raises(ConfigError, match="CHEEMS_KAFKA_PASSWORD_FILE: cannot read .*/nope"):
+    with pytest.raises(ConfigError, match=r"CHEEMS_KAFKA_PASSWORD_FILE: cannot read .*/nope"):
         connection_kwargs(KafkaSecurity(**{**security.__dict__, "password_file": str(tmp_path / "nope")}))
-    with pytest.raises(ConfigError, match="CHEEMS_KAFKA_CA_FILE: no file .*/nope"):
+    with pytest.raises(ConfigError, match=r"CHEEMS_KAFKA_CA_FILE: no file .*/nope"):
         connection_kwargs(KafkaSecurity(**{**security.__dict__, "ca_file": str(tmp_path / "nope")}))
-    with pytest.raises(ConfigError, match="CHEEMS_KAFKA_PASSWORD_FILE .* holds no password"):
+    with pytest.raises(ConfigError, match=r"CHEEMS_KAFKA_PASSWORD_FILE .* holds no password"):
         connection_kwargs(sasl(tmp_path, password="\n"))
 
 
 class Recorded:
     """Stands in for a kafka-python client (kafka-python 3 connects in its constructor): keeps the arguments."""
 
-    made: list[tuple[str, dict[str, Any]]] = []
+    made: ClassVar[list[tuple[str, dict[str, Any]]]] = []
 
     def __init__(self, *topics: str, **config: Any) -> None:
         self.made.append((type(self).__name__, config))
@@ -93,23 +95,37 @@ def test_producers_consumers_and_admins_take_the_credentials(tmp_path: Path, mon
     """Every client the bus makes gets the same SASL_SSL arguments, each one an option kafka-python knows."""
     import kafka
     import kafka.admin
+
     from services.bus import broker
 
-    real = {"KafkaProducer": kafka.KafkaProducer, "KafkaConsumer": kafka.KafkaConsumer, "KafkaAdminClient": kafka.admin.KafkaAdminClient}
+    real = {
+        "KafkaProducer": kafka.KafkaProducer,
+        "KafkaConsumer": kafka.KafkaConsumer,
+        "KafkaAdminClient": kafka.admin.KafkaAdminClient,
+    }
     fakes = {name: type(name, (Recorded,), {}) for name in real}
     Recorded.made = []
     monkeypatch.setattr(kafka, "KafkaProducer", fakes["KafkaProducer"])
     monkeypatch.setattr(kafka, "KafkaConsumer", fakes["KafkaConsumer"])
     monkeypatch.setattr(kafka.admin, "KafkaAdminClient", fakes["KafkaAdminClient"])
     security = sasl(tmp_path)
-    for name, value in {"SECURITY_PROTOCOL": "SASL_SSL", "USERNAME": security.username,
-                        "PASSWORD_FILE": security.password_file, "CA_FILE": security.ca_file}.items():
+    for name, value in {
+        "SECURITY_PROTOCOL": "SASL_SSL",
+        "USERNAME": security.username,
+        "PASSWORD_FILE": security.password_file,
+        "CA_FILE": security.ca_file,
+    }.items():
         monkeypatch.setenv(f"CHEEMS_KAFKA_{name}", value)
 
     client.Publisher("b:9093")
     client.EventConsumer("b:9093", ["cheems.samples.v1"], "g", lambda *a: None)  # and its dead-letter publisher
     broker.create_topics("b:9093", [])
-    assert [name for name, _ in Recorded.made] == ["KafkaProducer", "KafkaConsumer", "KafkaProducer", "KafkaAdminClient"]
+    assert [name for name, _ in Recorded.made] == [
+        "KafkaProducer",
+        "KafkaConsumer",
+        "KafkaProducer",
+        "KafkaAdminClient",
+    ]
     expected = client_kwargs(security, "s3cret")
     for name, config in Recorded.made:
         assert {k: config[k] for k in expected} == expected, name

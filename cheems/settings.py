@@ -22,6 +22,12 @@ class Settings(BaseSettings):
 
     database_url: str = "sqlite:///cheems.db"  # SQLAlchemy URL of the store
     kafka_bootstrap: str = ""  # Kafka bootstrap servers; empty = the embedded broker where one can start
+    # how Kafka clients authenticate (services.bus.security): PLAINTEXT, or SASL_SSL with all four below
+    kafka_security_protocol: str = "PLAINTEXT"
+    kafka_sasl_mechanism: str = "SCRAM-SHA-512"
+    kafka_username: str = ""
+    kafka_password_file: str = ""  # a file holding the password (a mounted Secret), never the password itself
+    kafka_ca_file: str = ""  # PEM of the CA that signed the brokers' certificates
     scorer_url: str = ""  # host:port of the scorer's gRPC endpoint
     scorer_token: str = ""  # bearer token the scorer requires (empty = none)
     bench_root: str = ""  # the evaluation service reads StartRun's bench files from under here

@@ -17,20 +17,23 @@ dev = typer.Typer(help="Local development helpers.", no_args_is_help=True)
 def dev_broker(
     port: Annotated[int, typer.Option(help="Port to listen on (0 = any free port).")] = 9092,
     partitions: Annotated[int, typer.Option(min=1)] = 3,
-    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0 in a pod).")] = "127.0.0.1",
-    advertised_host: Annotated[
-        str, typer.Option(help="Address clients are told to connect to (a pod's IP); default: --host.")
-    ] = "",
+    host: Annotated[
+        str, typer.Option(help="Loopback address to listen on: the broker has no authentication, so no other.")
+    ] = "127.0.0.1",
 ) -> None:
-    """Run the embedded Kafka-compatible broker (Tansu, memory storage) with the cheems topics, until Ctrl-C."""
+    """Run the embedded Kafka-compatible broker (Tansu, memory storage) with the cheems topics, until Ctrl-C.
+
+    It authenticates no one, so it listens on loopback only; a shared bus is a Kafka cluster (k8s/kafka/)."""
     import signal
 
     from services.bus import topics
     from services.bus.broker import EmbeddedBroker
 
-    with EmbeddedBroker(port, host, advertised_host) as broker:
+    with EmbeddedBroker(port, host) as broker:
         broker.create_topics(topics.with_dead_letters(), partitions)
-        typer.echo(f"broker at {broker.bootstrap} with topics: {', '.join(topics.ALL)}")
+        typer.echo(
+            f"broker at {broker.bootstrap} (loopback only, no authentication) with topics: {', '.join(topics.ALL)}"
+        )
         # Blocked, the signals wait for sigwait; unblocked, SIGTERM would kill this process and orphan the
         # broker. Blocked only now: the broker process inherits the mask and must still stop on SIGTERM.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})

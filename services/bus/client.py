@@ -30,6 +30,7 @@ from kafka import ConsumerRebalanceListener
 from kafka.errors import CommitFailedError
 
 from services.bus.codec import BadMessage, decode, encode
+from services.bus.security import KafkaSecurity, connection_kwargs
 from services.bus.topics import dead_letter
 
 log = logging.getLogger(__name__)
@@ -55,12 +56,16 @@ BatchHandler = Callable[[list[Delivery]], None]  # a polled batch's events, in t
 
 
 class Publisher:
-    def __init__(self, bootstrap: str, max_block_ms: int = 60000) -> None:
-        """`max_block_ms`: how long `publish` may wait for the broker's metadata before KafkaTimeoutError."""
+    def __init__(self, bootstrap: str, max_block_ms: int = 60000, security: KafkaSecurity | None = None) -> None:
+        """`max_block_ms`: how long `publish` may wait for the broker's metadata before KafkaTimeoutError.
+
+        `security`: the credentials (default: the environment's, `services.bus.security`).
+        """
         from kafka import KafkaProducer
 
         self.producer = KafkaProducer(
             bootstrap_servers=bootstrap,
+            **connection_kwargs(security),
             acks="all",
             enable_idempotence=True,  # kafka-python 3's default, made explicit: a conflicting setting then raises
             retries=5,
@@ -134,8 +139,12 @@ class EventConsumer:
         *,
         batch_handler: BatchHandler | None = None,
         max_poll_records: int = MAX_POLL_RECORDS,
+        security: KafkaSecurity | None = None,
     ) -> None:
-        """Give `handler` (called per event) or `batch_handler` (called once per polled batch), not both."""
+        """Give `handler` (called per event) or `batch_handler` (called once per polled batch), not both.
+
+        `security`: the credentials (default: the environment's), also those of the dead-letter publisher made here.
+        """
         from kafka import KafkaConsumer
 
         if (handler is None) == (batch_handler is None):
@@ -149,11 +158,12 @@ class EventConsumer:
             auto_offset_reset="earliest",
             max_poll_records=max_poll_records,
             **CONSUMER_TIMEOUTS,
+            **connection_kwargs(security),
         )
         self.membership = Membership()
         self.consumer.subscribe(topics=list(topics), listener=self.membership)
         self.handler, self.batch_handler = handler, batch_handler
-        self.dead_letters = dead_letters or Publisher(bootstrap)
+        self.dead_letters = dead_letters or Publisher(bootstrap, security=security)
         self._owns_dead_letters = dead_letters is None
         self.stats = ConsumerStats()
 

@@ -216,8 +216,14 @@ def test_secret_keys_are_provided(path: str) -> None:
                     e["valueFrom"]["secretKeyRef"] for e in c.get("env", []) if "secretKeyRef" in e.get("valueFrom", {})
                 ]
                 wanted |= {(r["name"], r["key"]) for r in refs}
-            mounted = [v["secret"]["secretName"] for v in pod.get("volumes", []) if "secret" in v]
-            wanted |= {(name, "token") for name in mounted}  # a service account's Secret holds its token
+            for secret in (v["secret"] for v in pod.get("volumes", []) if "secret" in v):
+                keys = [item["key"] for item in secret.get("items", [])] or ["token"]  # a service account's: token
+                wanted |= {(secret["secretName"], key) for key in keys}
+    # Strimzi's operators write these: a KafkaUser's password, the cluster CA's certificate
+    strimzi = {(name, "password") for name in by_kind(docs, "KafkaUser")}
+    strimzi |= {(f"{name}-cluster-ca-cert", "ca.crt") for name in by_kind(docs, "Kafka")}
+    assert {w for w in wanted if w[1] in ("password", "ca.crt")} <= strimzi, "a Kafka Secret no Strimzi resource makes"
+    wanted -= strimzi
     assert {name for name, _ in wanted} >= {"cheems-secrets", "cheems-account-eval-worker"} or path.endswith("dev")
     if path.endswith("dev"):  # generated, with a content hash after the name
         secrets = [d for d in docs if d["kind"] == "Secret"]
@@ -232,22 +238,24 @@ def test_secret_keys_are_provided(path: str) -> None:
 
 
 def test_kafka_bootstrap_points_at_the_broker() -> None:
+    """Dev and prod connect to Strimzi's one listener: TLS with SCRAM-SHA-512, the clients set to match."""
     dev, prod = render("overlays/dev"), render("overlays/prod")
-    dev_bootstrap = by_kind(dev, "ConfigMap")
-    dev_config = next(c for n, c in dev_bootstrap.items() if n.startswith("cheems-config"))
-    kafka_service = by_kind(dev, "Service")["cheems-kafka"]["spec"]["ports"][0]["port"]
-    assert dev_config["data"]["CHEEMS_KAFKA_BOOTSTRAP"] == f"cheems-kafka:{kafka_service}"
-    kafka = next(iter(by_kind(prod, "Kafka").values()))
-    listener = kafka["spec"]["kafka"]["listeners"][0]["port"]
-    prod_config = next(c for n, c in by_kind(prod, "ConfigMap").items() if n.startswith("cheems-config"))
-    assert prod_config["data"]["CHEEMS_KAFKA_BOOTSTRAP"] == f"{kafka['metadata']['name']}-kafka-bootstrap:{listener}"
+    for docs in (dev, prod):
+        kafka = next(iter(by_kind(docs, "Kafka").values()))
+        [listener] = kafka["spec"]["kafka"]["listeners"]  # no plaintext listener beside it
+        assert listener["tls"] is True and listener["authentication"] == {"type": "scram-sha-512"}
+        assert kafka["spec"]["kafka"]["authorization"] == {"type": "simple"}  # no super users
+        config = next(c for n, c in by_kind(docs, "ConfigMap").items() if n.startswith("cheems-config"))["data"]
+        assert config["CHEEMS_KAFKA_BOOTSTRAP"] == f"{kafka['metadata']['name']}-kafka-bootstrap:{listener['port']}"
+        assert config["CHEEMS_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL"
+        assert config["CHEEMS_KAFKA_SASL_MECHANISM"] == "SCRAM-SHA-512"
     services = by_kind(prod, "Service")
     headless = services["cheems-scorer-headless"]
     assert headless["spec"]["clusterIP"] == "None"  # DNS gives every pod: the clients spread over them
     assert headless["spec"]["selector"] == services["cheems-scorer"]["spec"]["selector"]
     port = headless["spec"]["ports"][0]["port"]
     assert port == services["cheems-scorer"]["spec"]["ports"][0]["port"]
-    assert prod_config["data"]["CHEEMS_SCORER_URL"] == f"dns:///cheems-scorer-headless:{port}"
+    assert config["CHEEMS_SCORER_URL"] == f"dns:///cheems-scorer-headless:{port}"  # prod's
 
 
 def _train(path: str) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:

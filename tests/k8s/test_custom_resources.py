@@ -65,7 +65,74 @@ PYTORCHJOB = {
     },
 }
 
-SCHEMAS = {"PyTorchJob": PYTORCHJOB}  # legacy training-operator 1.x: its CRD's source is gone (see crds/README.md)
+# Strimzi 1.2.0's KafkaUser CRD (044-Crd-kafkauser.yaml) is not vendored: no copy of it could be fetched here
+# (the stored copies are 0.x, `v1beta1`). This is the part the manifests use, as Strimzi 1.x documents it
+# (kafka.strimzi.io/v1 serves `operations` lists only: the singular `operation` of v1beta2 is gone).
+ACL_OPERATIONS = ["Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction", "AlterConfigs",
+                  "DescribeConfigs", "IdempotentWrite", "All"]  # fmt: skip
+KAFKAUSER = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "kafka.strimzi.io/v1"},
+        "kind": {"const": "KafkaUser"},
+        "metadata": METADATA,
+        "spec": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "authentication": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["type"],
+                    "properties": {"type": {"enum": ["tls", "tls-external", "scram-sha-512"]}},
+                },
+                "authorization": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["type", "acls"],
+                    "properties": {
+                        "type": {"enum": ["simple"]},
+                        "acls": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "required": ["resource", "operations"],
+                                "properties": {
+                                    "type": {"enum": ["allow", "deny"]},
+                                    "host": {"type": "string"},
+                                    "operations": {
+                                        "type": "array",
+                                        "minItems": 1,
+                                        "items": {"enum": ACL_OPERATIONS},
+                                    },
+                                    "resource": {
+                                        "type": "object",
+                                        "additionalProperties": False,
+                                        "required": ["type"],
+                                        "properties": {
+                                            "type": {"enum": ["topic", "group", "cluster", "transactionalId"]},
+                                            "name": {"type": "string"},
+                                            "patternType": {"enum": ["literal", "prefix"]},
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+                "quotas": {"type": "object"},
+                "template": {"type": "object"},
+            },
+        },
+    },
+}
+
+SCHEMAS = {  # CRDs not vendored (see crds/README.md): legacy training-operator 1.x's source is gone; KafkaUser above
+    "PyTorchJob": PYTORCHJOB,
+    "KafkaUser": KAFKAUSER,
+}
 RENDERED = ("overlays/dev", "overlays/prod", "kafka", "training/pytorchjob", "training/trainjob")
 
 
@@ -97,14 +164,15 @@ def test_custom_resource_matches_its_crd(path: str, doc: dict[str, Any]) -> None
 
 def test_the_strimzi_resources_are_the_current_api() -> None:
     kinds = {(d["apiVersion"], d["kind"]) for _, d in custom_resources() if d["apiVersion"].startswith("kafka.")}
-    assert kinds == {("kafka.strimzi.io/v1", k) for k in ("Kafka", "KafkaNodePool", "KafkaTopic")}
+    assert kinds == {("kafka.strimzi.io/v1", k) for k in ("Kafka", "KafkaNodePool", "KafkaTopic", "KafkaUser")}
 
 
 def test_what_the_schemas_refuse() -> None:
     """A misspelt field, a missing required one, a field of an older API version, a wrong type, an old apiVersion:
     each refused."""
     docs = {d["kind"]: d for _, d in custom_resources()}
-    topic, kafka, pool = docs["KafkaTopic"], docs["Kafka"], docs["KafkaNodePool"]
+    topic, kafka, pool, user = docs["KafkaTopic"], docs["Kafka"], docs["KafkaNodePool"], docs["KafkaUser"]
+    acl = user["spec"]["authorization"]["acls"][0]
     job, runtime = docs["TrainJob"], docs["TrainingRuntime"]
     bad = [
         {**job, "spec": {**job["spec"], "trainer": {**job["spec"]["trainer"], "numNode": 4}}},
@@ -114,6 +182,24 @@ def test_what_the_schemas_refuse() -> None:
         {**kafka, "spec": {**kafka["spec"], "zookeeper": {"replicas": 3}}},  # gone from kafka.strimzi.io/v1
         {**kafka, "spec": {**kafka["spec"], "kafka": {**kafka["spec"]["kafka"], "replicas": 3}}},
         {**pool, "spec": {**pool["spec"], "replicas": "three"}},
+        {**user, "spec": {**user["spec"], "authentication": {"type": "scram-sha-256"}}},
+        {
+            **user,
+            "spec": {**user["spec"], "authorization": {"type": "simple", "acls": [{**acl, "operations": ["Wirte"]}]}},
+        },
+        {
+            **user,
+            "spec": {
+                **user["spec"],
+                "authorization": {
+                    "type": "simple",
+                    "acls": [  # v1beta2's singular form
+                        {"resource": acl["resource"], "operation": "Write"}
+                    ],
+                },
+            },
+        },
+        {**kafka, "spec": {**kafka["spec"], "kafka": {**kafka["spec"]["kafka"], "authorization": {"type": "acl"}}}},
     ]
     for doc in bad:
         with pytest.raises(jsonschema.ValidationError):
@@ -124,11 +210,11 @@ def test_what_the_schemas_refuse() -> None:
 
 def test_what_a_schema_cannot_say() -> None:
     """The cluster labels name the Kafka, the Kafka version is one the Strimzi release supports, KRaft roles."""
-    for path in ("kafka", "overlays/prod"):
+    for path in ("kafka", "overlays/prod", "overlays/dev"):
         docs = render(path)
         clusters = set(by_kind(docs, "Kafka"))
         assert clusters == {topics.STRIMZI_CLUSTER}, path
-        for kind in ("KafkaNodePool", "KafkaTopic"):
+        for kind in ("KafkaNodePool", "KafkaTopic", "KafkaUser"):
             for name, doc in by_kind(docs, kind).items():
                 assert doc["metadata"]["labels"]["strimzi.io/cluster"] in clusters, f"{path}: {kind}/{name}"
         for kafka in by_kind(docs, "Kafka").values():

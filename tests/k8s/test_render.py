@@ -23,6 +23,7 @@ CUSTOM_KINDS = {
     "KafkaTopic",
     "Kafka",
     "KafkaNodePool",
+    "KafkaUser",
 }  # validated in test_custom_resources.py
 
 
@@ -143,7 +144,9 @@ def test_service_accounts_are_files_and_the_scorer_takes_them(path: str) -> None
     pods = {where: pod for doc in docs for where, pod in pod_specs(doc)}
     worker, job = pods["Deployment/cheems-eval-worker"], pods["Job/cheems-accounts"]
     assert [
-        v["secret"]["secretName"].startswith("cheems-account-eval-worker") for v in worker["volumes"] if "secret" in v
+        v["secret"]["secretName"].startswith("cheems-account-eval-worker")
+        for v in worker["volumes"]
+        if "secret" in v and not v["name"].startswith("kafka-")  # its Kafka user's password and the cluster CA
     ] == [True]
     assert "--token-file=/var/run/secrets/cheems/account/token" in worker["containers"][0]["args"]
     assert not [e for e in worker["containers"][0].get("env", []) if "TOKEN" in e["name"]]

@@ -22,6 +22,7 @@ from kafka.errors import KafkaError
 from cheems.v1 import events_pb2
 from services.bus.client import CONSUMER_TIMEOUTS
 from services.bus.codec import BadMessage, decode
+from services.bus.security import connection_kwargs
 from services.bus.topics import MODELS
 from services.scorer.errors import FeedUnavailable
 
@@ -44,6 +45,7 @@ class ModelFeed:
                 enable_auto_commit=False,
                 fetch_max_wait_ms=FETCH_WAIT_MS,
                 request_timeout_ms=CONSUMER_TIMEOUTS["session_timeout_ms"] + 5000,
+                **connection_kwargs(),
             )
             partitions = self._partitions(wait_seconds)
             assigned = [TopicPartition(topic, p) for p in sorted(partitions)]

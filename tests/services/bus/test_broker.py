@@ -1,8 +1,9 @@
-"""The embedded broker listening on every interface while advertising another address (as in a pod),
-also as `cheems dev broker`, which stops its broker on SIGTERM."""
+"""The embedded broker on loopback only (it authenticates no one: any other address is refused), also as
+`cheems dev broker`, which stops its broker on SIGTERM."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import socket
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from kafka.admin import KafkaAdminClient
 
+from cheems.errors import ConfigError
 from cheems.extras import MissingExtra
 from cheems.v1 import common_pb2, events_pb2
 from services.bus import topics
@@ -20,23 +22,38 @@ from services.bus.broker import EmbeddedBroker, free_port
 from services.bus.client import EventConsumer, Publisher
 
 
-def test_advertised_host_defaults_to_the_listening_host() -> None:
-    broker = EmbeddedBroker(1234, "127.0.0.1")
-    assert (broker.bootstrap, broker.process) == ("127.0.0.1:1234", None)
-    assert EmbeddedBroker(1234, "0.0.0.0", "10.1.2.3").bootstrap == "10.1.2.3:1234"
+def test_refuses_to_listen_beyond_loopback() -> None:
+    """It authenticates no one: 0.0.0.0, a LAN or pod address or a name are refused before anything starts."""
+    for host in ("0.0.0.0", "::", "10.1.2.3", "192.168.0.7", "kafka.example.com", ""):
+        with pytest.raises(ConfigError, match=r"no authentication and listens on loopback only .*Kafka cluster"):
+            EmbeddedBroker(1234, host)
+    for host in ("127.0.0.1", "127.0.0.2", "localhost", "::1"):
+        assert EmbeddedBroker(1234, host).process is None
+    assert EmbeddedBroker(1234, "::1").bootstrap == "[::1]:1234"
 
 
-def test_listens_everywhere_and_advertises_its_address() -> None:
-    port = free_port()
-    with EmbeddedBroker(port, host="0.0.0.0", advertised_host="localhost") as broker:
-        assert broker.bootstrap == f"localhost:{port}"
-        assert broker.process is not None and broker.process.poll() is None
-        admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}")  # reachable on another local address
+def other_address() -> str | None:
+    """An address of this machine that is not loopback (None when it has none)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         try:
-            brokers = admin.describe_cluster()["brokers"]
-        finally:
-            admin.close()
-        assert [(b["host"], b["port"]) for b in brokers] == [("localhost", port)]  # what clients are told
+            s.connect(("10.255.255.255", 1))  # no packet is sent: this only picks the outgoing interface
+            address = str(s.getsockname()[0])
+        except OSError:
+            return None
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
+
+
+def test_listens_on_loopback_only_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    port = free_port()
+    caplog.set_level(logging.INFO, logger="services.bus.broker")
+    with EmbeddedBroker(port) as broker:
+        assert broker.bootstrap == f"127.0.0.1:{port}"
+        assert broker.process is not None and broker.process.poll() is None
+        assert f"embedded broker at 127.0.0.1:{port} (loopback only, no authentication)" in caplog.text
+        address = other_address()
+        if address is not None:  # not reachable on this machine's other addresses
+            with pytest.raises(OSError):
+                socket.create_connection((address, port), 2).close()
 
         broker.create_topics(topics.with_dead_letters((topics.SAMPLES,)), partitions=1)
         publisher = Publisher(broker.bootstrap)
@@ -65,15 +82,16 @@ def test_dev_broker_command_serves_the_topics_and_stops_on_sigterm(tmp_path: Pat
     cmd = [sys.executable, "-m", "cheems_cli", "dev", "broker", "--port", str(port), "--partitions", "1"]
     out = tmp_path / "broker.out"
     with out.open("wb") as sink:
-        process = subprocess.Popen(
-            [*cmd, "--host", "0.0.0.0", "--advertised-host", "localhost"], stdout=sink, stderr=subprocess.STDOUT
-        )
+        process = subprocess.Popen([*cmd, "--host", "localhost"], stdout=sink, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60
         while "broker at" not in out.read_text():
             assert process.poll() is None and time.monotonic() < deadline, out.read_text()
             time.sleep(0.1)
-        assert out.read_text().splitlines()[0] == f"broker at localhost:{port} with topics: {', '.join(topics.ALL)}"
+        assert (
+            out.read_text().splitlines()[0]
+            == f"broker at localhost:{port} (loopback only, no authentication) with topics: {', '.join(topics.ALL)}"
+        )
         admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}")
         try:
             created = {t for t in admin.list_topics() if not t.startswith("__")}  # not the broker's own
@@ -88,6 +106,14 @@ def test_dev_broker_command_serves_the_topics_and_stops_on_sigterm(tmp_path: Pat
             process.wait()
     with pytest.raises(ConnectionRefusedError):  # the broker went with it
         socket.create_connection(("127.0.0.1", port), 2).close()
+
+
+def test_dev_broker_command_refuses_a_public_address() -> None:
+    cmd = [sys.executable, "-m", "cheems_cli", "dev", "broker", "--port", str(free_port()), "--host", "0.0.0.0"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert result.stderr.startswith("error: the embedded broker has no authentication and listens on loopback only")
+    assert "Traceback" not in result.stderr
 
 
 def test_without_the_broker_extra_start_says_so_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -182,7 +182,7 @@ def test_a_double_submit_is_stored_once_and_a_task_completed_elsewhere_is_explai
     body = sent.value.post_data
     replay = page.evaluate(
         """([url, body]) => fetch(url, {method: "POST", body, headers: {"content-type": "application/json",
-             authorization: "Bearer " + localStorage.getItem("cheems.annotator.token")}}).then(r => r.json())""",
+             authorization: "Bearer " + sessionStorage.getItem("cheems.annotator.token")}}).then(r => r.json())""",
         [sent.value.url, body],
     )
     assert replay["created"] is False and "already submitted" in replay["message"]

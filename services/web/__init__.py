@@ -6,9 +6,9 @@ Used by every service that serves pages (the annotator's page in `services.annot
     from services.web import layout, Catalog, request_language, escape, render_markdown, static_mount
 
     layout(title, body_html, lang, *, scripts=(), nav=(), head_html="") -> str
-        A whole HTML document: the project's stylesheet (a file under `static_mount()`), a header with the title, `nav` links
-        [(href, label)] and a 中文 / English switch (`?lang=`), then `body_html` (already safe HTML) in
-        <main>. `scripts` are URLs of scripts loaded at the end of <body> (served by `static_mount`).
+        A whole HTML document: the project's stylesheet (a file under `static_mount()`), a header with the
+        title, `nav` links [(href, label)] and a 中文 / English switch (`?lang=`), then `body_html` (already
+        safe HTML) in <main>. `scripts` are URLs of scripts loaded at the end of <body> (served by `static_mount`).
     request_language(request) -> "zh" | "en"
         `?lang=` first, then the `lang` cookie, else Chinese. `remember_language(response, lang)` sets the
         cookie, so the choice sticks across pages.

@@ -41,9 +41,8 @@ def literals(node: Any, where: str) -> list[str]:
     elif isinstance(node, list):
         for i, child in enumerate(node):
             found += literals(child, f"{where}[{i}]")
-    elif isinstance(node, str):
-        if URL_PASSWORD.search(node) or SECRET_ARG.search(node):
-            found.append(f"{where}: {node[:60]!r}")
+    elif isinstance(node, str) and (URL_PASSWORD.search(node) or SECRET_ARG.search(node)):
+        found.append(f"{where}: {node[:60]!r}")
     return found
 
 

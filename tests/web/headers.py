@@ -1,8 +1,8 @@
 """Checks every page server's replies share: the security headers (services.web.headers) and no inline code.
 
-    assert_secure(reply_headers, "GET /")        # the four headers, with the policy's key directives
-    inline_code(html) -> [what]                  # inline <style>/<script>, style= or on...= attributes
-    fetch(url, method="GET", body=None, token="") -> (status, headers, body text), 4xx and 5xx included
+assert_secure(reply_headers, "GET /")        # the four headers, with the policy's key directives
+inline_code(html) -> [what]                  # inline <style>/<script>, style= or on...= attributes
+fetch(url, method="GET", body=None, token="") -> (status, headers, body text), 4xx and 5xx included
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ model however often a result is delivered; then through the real broker."""
 from __future__ import annotations
 
 import logging
-
 from typing import Any
 
 import pytest

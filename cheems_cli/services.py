@@ -183,13 +183,7 @@ def service_evaluation(
     max_drop: Annotated[
         float, typer.Option(help="auto: the most any subset's (Acc.+Exact.)/2 may fall below production's.")
     ] = 0.02,
-    registered: Annotated[
-        str,
-        typer.Option(
-            help="auto: what a model registered by hand (RegisterModel) becomes: hold (evaluated; an admin "
-            "promotes it) or gate (decided like the training service's models)."
-        ),
-    ] = "hold",
+    registered: Annotated[str, typer.Option(help="hand-registered models: hold (an admin promotes) or gate")] = "hold",
     tls_cert: TlsCert = "",
     tls_key: TlsKey = "",
 ) -> None:

@@ -8,7 +8,7 @@ PROTOS := $(wildcard protos/cheems/v1/*.proto)
 STAMP_INSTALL := $(VENV)/.installed
 STAMP_PROTO   := cheems/v1/.stamp-proto
 
-.PHONY: setup setup-vllm proto test demo check bench lock lock-vllm clean sample train kubectl chromium image image-test wheelhouse
+.PHONY: setup setup-vllm proto test demo check bench lock lock-vllm clean sample train kubectl chromium image image-test wheelhouse dev-secrets
 
 # pyproject's extras this machine installs: all of them (cheems/extras.py says what each is for; a GPU host
 # takes none: README "On a GPU host with no network").
@@ -109,6 +109,10 @@ image-test: image
 PYTHON_VERSION ?= 3.12
 wheelhouse: $(STAMP_INSTALL)
 	$(BIN)/python scripts/wheelhouse.py --python-version $(PYTHON_VERSION)
+
+# The development overlay's Secrets (random, git-ignored, kept on a rerun): before `kubectl apply -k k8s/overlays/dev`.
+dev-secrets:
+	$(PYTHON) scripts/dev_secrets.py
 
 check: setup
 	$(BIN)/ruff check .

@@ -191,6 +191,7 @@ def service_evaluation(
     max_drop: Annotated[
         float, typer.Option(help="auto: the most any subset's (Acc.+Exact.)/2 may fall below production's.")
     ] = 0.02,
+    registered: Annotated[str, typer.Option(help="hand-registered models: hold (an admin promotes) or gate")] = "hold",
     tls_cert: TlsCert = "",
     tls_key: TlsKey = "",
 ) -> None:
@@ -213,7 +214,7 @@ def service_evaluation(
             raise typer.BadParameter(str(e).partition(": ")[2], param_hint="--evaluate-models") from None
         models = ModelRunsConfig(bench, required(scorer_url, "CHEEMS_SCORER_URL"))
     try:
-        gate = GatePolicy(cast(Any, promotion), min_gain, max_drop)  # GatePolicy checks the mode
+        gate = GatePolicy(cast(Any, promotion), min_gain, max_drop, registered=cast(Any, registered))  # checked there
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     config = EvaluationConfig(Path(bench_root), listen(port, host, tls_cert, tls_key), models, http_port, gate)

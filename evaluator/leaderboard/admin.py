@@ -5,6 +5,7 @@
     Authorization: Bearer TOKEN           the token of an admin account (`cheems accounts add NAME --role admin`)
     -> {"changes": [{model_id, action, from_state, to_state, actor, reason}], "production": model id | null}
 
+The caller is checked before anything else, the URL and the body included (a stranger's body is never read):
 401 without a token or with one no active account has, 403 for an account that is not an admin, 400 a body
 that is not a JSON object of those fields (the message names the field), 404 an unknown model, 409 a rejected
 or retired model without `force`, or nothing to roll back to. Each step is recorded as `person:NAME` and
@@ -71,16 +72,16 @@ def admin_routes(engine: Engine, model_id_of: Any) -> list[Route]:
     lifecycle = ModelLifecycle(engine)
 
     async def promote(request: Request) -> Response:
+        actor = await run_in_threadpool(admin_of, engine, request)  # the caller first: no body read for a stranger
         model_id = model_id_of(request.path_params["model_id"])
         body = await body_of(request)
-        actor = await run_in_threadpool(admin_of, engine, request)
         reason, force = body.get("reason", ""), body.get("force", False)
         changes = await run_in_threadpool(lifecycle.promote, model_id, actor, reason, force)
         return JSONResponse(await run_in_threadpool(changes_json, changes, lifecycle))
 
     async def rollback(request: Request) -> Response:
-        body = await body_of(request)
         actor = await run_in_threadpool(admin_of, engine, request)
+        body = await body_of(request)
         changes = await run_in_threadpool(lifecycle.rollback, actor, body.get("reason", ""))
         return JSONResponse(await run_in_threadpool(changes_json, changes, lifecycle))
 

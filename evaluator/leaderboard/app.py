@@ -40,6 +40,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from cheems.errors import CheemsError
 from cheems.formats.benchfile import BenchFormat
@@ -53,7 +54,16 @@ from evaluator.leaderboard.comparison import compare, comparison_json
 from evaluator.leaderboard.pages import leaderboard_page, model_page, nav
 from evaluator.leaderboard.standings import leaderboard_json, model_json, model_view, standings
 from evaluator.leaderboard.words import WORDS
-from services.web import escape, json_error, layout, remember_language, request_language, static_mount, status_of
+from services.web import (
+    SecureHeaders,
+    escape,
+    json_error,
+    layout,
+    remember_language,
+    request_language,
+    static_mount,
+    status_of,
+)
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).resolve().parent / "static"
@@ -101,8 +111,9 @@ def limit_of(request: Request) -> int:
     return int(raw)
 
 
-def create_app(engine: Engine, cache: BenchCache | None = None) -> Starlette:
-    """The leaderboard's pages and JSON over the store `engine` (bench files read through `cache`)."""
+def create_app(engine: Engine, cache: BenchCache | None = None) -> ASGIApp:
+    """The leaderboard's pages and JSON over the store `engine` (bench files read through `cache`), every reply
+    with the pages' security headers (services.web.headers)."""
     bench_cache = cache or SharedCache()
 
     def html(request: Request, page: str) -> HTMLResponse:
@@ -177,7 +188,7 @@ def create_app(engine: Engine, cache: BenchCache | None = None) -> Starlette:
         static_mount("/static/leaderboard", STATIC),
     ]
     handlers: dict[Any, Any] = {kind: error_reply for kind in (CheemsError, HTTPException, *STORE_DOWN, Exception)}
-    return Starlette(routes=routes, exception_handlers=handlers)
+    return SecureHeaders(Starlette(routes=routes, exception_handlers=handlers))
 
 
 def error_reply(request: Request, exc: Exception) -> Response:

@@ -100,26 +100,7 @@ WORDS = Catalog(
     }
 )
 
-CSS = """<style>
-td.pos { color: var(--ok); } td.neg { color: var(--bad); }
-td.num.best { font-weight: 700; }
-th.subset { text-align: center !important; }
-.badge.bad { background: var(--bad-bg); color: var(--bad); }
-.badge.production { background: var(--ok-bg, #e6f4ea); color: var(--ok); font-weight: 600; }
-progress { width: 7rem; vertical-align: middle; }
-dl.facts { display: flex; flex-wrap: wrap; gap: .4rem 2.2rem; margin: 0; }
-dl.facts div { display: flex; flex-direction: column; }
-dl.facts dt { color: var(--muted); font-size: .85rem; } dl.facts dd { margin: 0; font-weight: 600; }
-.chart img { max-width: 100%; height: auto; background: #fff; border: 1px solid var(--line); border-radius: 6px; }
-.compare-form select { font: inherit; padding: .25rem .4rem; margin: 0 .4rem; max-width: 20rem; }
-.prompt-text { white-space: pre-wrap; }
-.md.prompt { border-left: 3px solid var(--accent); background: var(--bg); padding: .4rem .8rem; margin: .4rem 0 .8rem; }
-table.responses th:not(:last-child), table.responses td:not(.content) { width: 1%; white-space: nowrap; }
-table.data td.content .scroll { max-height: 16rem; }
-.admin-form { display: flex; flex-wrap: wrap; gap: .6rem 1.2rem; align-items: center; }
-.admin-form input[type=text], .admin-form input[type=password] { font: inherit; padding: .25rem .4rem; }
-#admin-message.error { color: var(--bad); } #admin-message.ok { color: var(--ok); }
-</style>"""
+CSS = '<link rel="stylesheet" href="/static/leaderboard/leaderboard.css">'  # static/leaderboard.css
 
 
 def table(table_id: str, head: str, rows: list[str]) -> str:

@@ -8,7 +8,12 @@ Each succeeded evaluation of a candidate makes it `evaluated`, with its figures.
 that is all: a person promotes (`cheems models promote`). Under `auto` the first model ever evaluated becomes
 production; a later one is promoted when its Overall is at least production's plus `min_gain` and no subset's
 (Acc. + Exact.) / 2 falls more than `max_drop` below production's, and rejected otherwise, with the figures
-that failed it. Production's figures are those of its newest succeeded run on the same bench files; without
+that failed it. `auto` decides alone only for the models the training service made (source "training"): a
+model registered by hand (RegisterModel, `cheems models register`: any checkpoint an operator names) is
+evaluated and then held for an admin to promote, unless the policy says `registered="gate"`. The policy is
+the evaluation service's configuration (`cheems service evaluation --promotion --registered`), which whoever
+runs the service sets; no request changes it, so registering a model never chooses that it goes to
+production. Production's figures are those of its newest succeeded run on the same bench files; without
 one, the candidate is held (evaluated, not decided) and the reason logged. A failed evaluation decides
 nothing. The evaluation, the decision and their events are one transaction, so a redelivered result finds
 the model decided and changes nothing.
@@ -40,12 +45,15 @@ ACTOR = {"auto": "policy:auto", "manual": "policy:manual"}
 @dataclass(frozen=True)
 class GatePolicy:
     """mode: "manual" (a person promotes) or "auto"; min_gain: Overall over production's needed to promote;
-    max_drop: the most any subset's (Acc. + Exact.) / 2 may fall below production's."""
+    max_drop: the most any subset's (Acc. + Exact.) / 2 may fall below production's; registered: what `auto`
+    does with a model registered by hand, "hold" (evaluated, an admin promotes) or "gate" (decided like the
+    training service's own)."""
 
     mode: Literal["manual", "auto"] = "manual"
     min_gain: float = 0.0
     max_drop: float = 0.02
     group: str = GATE_GROUP
+    registered: Literal["hold", "gate"] = "hold"
 
     def __post_init__(self) -> None:
         if self.mode not in ("manual", "auto"):
@@ -54,6 +62,8 @@ class GatePolicy:
             raise ValueError(f"GatePolicy.min_gain: within [-1, 1], got {self.min_gain}")
         if not 0.0 <= self.max_drop <= 1.0:
             raise ValueError(f"GatePolicy.max_drop: within [0, 1], got {self.max_drop}")
+        if self.registered not in ("hold", "gate"):
+            raise ValueError(f"GatePolicy.registered: 'hold' or 'gate', got {self.registered!r}")
 
 
 @dataclass(frozen=True)
@@ -137,6 +147,9 @@ class Gate:
             decision = Decision("hold", f"production ({current.id}) has no result on {bench} to compare with")
         else:
             decision = decide(run.result, theirs, self.policy)
+        if decision.action == "promote" and model.source != "training" and self.policy.registered == "hold":
+            why = "registered by hand, not made by the training service: an admin promotes it (cheems models promote)"
+            decision = Decision("hold", f"{decision.reason}; {why}", decision.figures)
         changes = lifecycle.mark_evaluated(session, model.id, actor, f"run {run_id}", **decision.figures)
         if decision.action == "promote":
             changes += lifecycle.promote(session, model.id, actor, decision.reason)

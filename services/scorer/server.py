@@ -126,7 +126,6 @@ class RewardServicer:
             max_responses=config.max_responses,
             truncation=config.truncation,
             model_id=current.ref.model_id if current else "",
-            model_path=current.ref.path if current else "",
             follow_error=models.follow_error,
             # a backend that does not say (a benchmark's stand-in) does not share
             prefix_sharing=getattr(current.backend, "prefix_sharing", False) if current else config.prefix_sharing,
@@ -135,7 +134,6 @@ class RewardServicer:
             models=[
                 reward_pb2.LoadedModel(
                     model_id=m.ref.model_id,
-                    path=m.ref.path,
                     aliases=a,
                     is_default=default,
                     in_flight=m.in_flight,

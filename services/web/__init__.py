@@ -6,9 +6,9 @@ Used by every service that serves pages (the annotator's page in `services.annot
     from services.web import layout, Catalog, request_language, escape, render_markdown, static_mount
 
     layout(title, body_html, lang, *, scripts=(), nav=(), head_html="") -> str
-        A whole HTML document: the project's CSS inline, a header with the title, `nav` links
-        [(href, label)] and a 中文 / English switch (`?lang=`), then `body_html` (already safe HTML) in
-        <main>. `scripts` are URLs of scripts loaded at the end of <body> (served by `static_mount`).
+        A whole HTML document: the project's stylesheet (a file under `static_mount()`), a header with the
+        title, `nav` links [(href, label)] and a 中文 / English switch (`?lang=`), then `body_html` (already
+        safe HTML) in <main>. `scripts` are URLs of scripts loaded at the end of <body> (served by `static_mount`).
     request_language(request) -> "zh" | "en"
         `?lang=` first, then the `lang` cookie, else Chinese. `remember_language(response, lang)` sets the
         cookie, so the choice sticks across pages.
@@ -26,6 +26,9 @@ Used by every service that serves pages (the annotator's page in `services.annot
         of this package's Unauthenticated (401) and Forbidden (403)
     await read_json(request, limit, empty=REQUIRED) -> the body as JSON; BadBody (400, "body: ...") past
         `limit` bytes or when it is not JSON (invalid UTF-8, malformed, nested too deep)
+    SecureHeaders(app) -> the app, every HTTP response of it carrying the Content-Security-Policy ('self'
+        only, no framing), X-Frame-Options DENY, Referrer-Policy no-referrer and nosniff; every page server
+        (and the scorer's HTTP API) wraps its app in it
     HttpServer(app, host, port).start() -> .port bound (0 = any free); .stop()   uvicorn in a thread,
         beside a service's gRPC server (PortInUse when the port is taken)
 
@@ -36,6 +39,7 @@ table.data (numbers right-aligned with td.num), .md (Markdown output), kbd, butt
 
 from services.web.body import BadBody, read_json
 from services.web.errors import Forbidden, Unauthenticated, error_response, json_error, status_of
+from services.web.headers import SecureHeaders
 from services.web.html import escape
 from services.web.i18n import DEFAULT_LANG, LANGS, Catalog, remember_language, request_language
 from services.web.markdown import render_markdown
@@ -50,6 +54,7 @@ __all__ = [
     "Catalog",
     "Forbidden",
     "HttpServer",
+    "SecureHeaders",
     "Unauthenticated",
     "error_response",
     "escape",

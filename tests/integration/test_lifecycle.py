@@ -150,7 +150,8 @@ def decide(engine: Engine, url: str, model_id: str, production_id: str) -> list[
     for evaluated, run_id in runs.items():
         with session_scope(engine) as session:
             repository.end_run(session, run_id, bench_result(url, evaluated))
-    return [f"{c.model_id}:{c.action}" for c in Gate(engine, GatePolicy("auto")).apply(runs[model_id])]
+    policy = GatePolicy("auto", registered="gate")  # the models here are registered by hand, standing for trained ones
+    return [f"{c.model_id}:{c.action}" for c in Gate(engine, policy).apply(runs[model_id])]
 
 
 def test_a_pinned_rlhf_client_keeps_its_reward_through_rejection_promotion_and_rollback(loop: dict[str, Any]) -> None:

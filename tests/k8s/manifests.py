@@ -1,10 +1,18 @@
-"""Rendering the kustomizations under k8s/ with the real `kubectl kustomize` (offline), and walking them."""
+"""Rendering the kustomizations under k8s/ with the real `kubectl kustomize` (offline), and walking them.
+
+The dev overlay's Secrets come from git-ignored env files (`make dev-secrets`), so the kustomizations are rendered
+from a copy of k8s/ in a temporary folder where scripts/dev_secrets.py has just written them, as a developer's
+`make dev-secrets` would: the tests never depend on (or read) a checkout's own secrets.
+"""
 
 from __future__ import annotations
 
+import atexit
 import functools
+import importlib.util
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,11 +28,31 @@ TRAINING = ["training/base", "training/overlays/tiny-cpu", "training/pytorchjob"
 CHEEMS_IMAGES = ("cheems", "cheems-gpu", "cheems-gpu-vllm")
 
 
+def dev_secrets() -> Any:
+    """scripts/dev_secrets.py as a module (scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location("dev_secrets", ROOT / "scripts" / "dev_secrets.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def tree() -> Path:
+    """A copy of k8s/ (without any generated secrets of the checkout) with the dev Secrets' env files written."""
+    folder = Path(tempfile.mkdtemp(prefix="cheems-k8s-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    copy = folder / "k8s"
+    shutil.copytree(K8S, copy, ignore=shutil.ignore_patterns("secrets"))
+    dev_secrets().write(copy / "overlays" / "dev" / "secrets")
+    return copy
+
+
 @functools.cache
 def render(path: str) -> tuple[dict[str, Any], ...]:
     kubectl = shutil.which("kubectl")
     assert kubectl, "kubectl is missing: `make setup` installs Debian's kubernetes-client"
-    done = subprocess.run([kubectl, "kustomize", str(K8S / path)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([kubectl, "kustomize", str(tree() / path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, f"kubectl kustomize k8s/{path} failed:\n{done.stderr}"
     return tuple(doc for doc in yaml.safe_load_all(done.stdout) if doc)
 

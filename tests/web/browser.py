@@ -37,7 +37,8 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    """A new page in its own context; requests to other hosts are refused and fail the test."""
+    """A new page in its own context; requests to other hosts, and anything the page's Content-Security-Policy
+    refuses (an inline style or script), fail the test."""
     context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="zh-CN")
     context.set_default_timeout(10_000)
     foreign: list[str] = []
@@ -55,10 +56,13 @@ def page(browser: Any) -> Iterator[Any]:
     opened = context.new_page()
     script_errors: list[str] = []
     opened.on("pageerror", lambda error: script_errors.append(str(error)))
+    refused: list[str] = []  # what the Content-Security-Policy blocked: an inline style or script broke a page
+    opened.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
     yield opened
     context.close()
     assert foreign == [], f"the page asked another host for {foreign}"
     assert script_errors == [], f"the page's scripts failed: {script_errors}"
+    assert refused == [], f"the page's Content-Security-Policy refused: {refused}"
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ tests live where the tree puts them (tests/services/annotation/, tests/evaluator
     page                       a fresh page (own context: no cookies shared) per test, 1280x900, 10 s
                                timeouts; a request to any host but this machine is refused and fails the
                                test at teardown (pages must work on an offline cluster), and so does an
-                               uncaught error in the page's scripts
+                               uncaught error in the page's scripts or anything the page's
+                               Content-Security-Policy refuses (inline styles or scripts)
     screenshot(page, name)     saves out/screenshots/NAME.png (whole page) and returns its path
 
 Plain helper (import it: `from tests.web.conftest import serve_asgi`, or from tests.web.browser):

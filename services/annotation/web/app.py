@@ -42,6 +42,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
+from starlette.types import ASGIApp
 
 from cheems.errors import CheemsError
 from services.access import bearer_of
@@ -51,7 +52,7 @@ from services.annotation.web import pages
 from services.annotation.web.form import InvalidForm
 from services.annotation.web.workbench import AnnotatorRow, Person, Workbench
 from services.store.filtered import FilteredResponse
-from services.web import error_response, json_error, read_json, render_markdown, static_mount
+from services.web import SecureHeaders, error_response, json_error, read_json, render_markdown, static_mount
 
 log = logging.getLogger(__name__)
 TASK_ID = re.compile(r"^[0-9a-f]{64}$")  # task ids are sha256 hex (store.validate.task_id_for)
@@ -136,8 +137,8 @@ def guarded(work: Handler) -> Handler:
     return handle
 
 
-def create_app(bench: Workbench) -> Starlette:
-    """The pages, their JSON API and health, over `bench`."""
+def create_app(bench: Workbench) -> ASGIApp:
+    """The pages, their JSON API and health, over `bench`; every reply with the security headers."""
 
     async def person(request: Request) -> Person:
         return await run_in_threadpool(bench.sign_in, bearer(request))
@@ -200,7 +201,7 @@ def create_app(bench: Workbench) -> Starlette:
         static_mount(),
         Mount("/static/annotation", app=pages.static_files(), name="static-annotation"),
     ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: not_found})
+    return SecureHeaders(Starlette(routes=routes, exception_handlers={HTTPException: not_found}))
 
 
 def store_answers(bench: Workbench) -> None:

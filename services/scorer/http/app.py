@@ -24,6 +24,7 @@ of the GIL between elements and small requests keep flowing while a 50 MB body i
 With a token set (`ScorerConfig.token`) or the store's accounts taken (`--accounts`, `server.callers`),
 POST endpoints take `authorization: Bearer <token>` or `?token=<token>` (for
 OpenRLHF, whose client sends no headers: `--remote_rm_url http://scorer:8000/get_reward?token=...`).
+Every reply carries the pages' security headers (services.web.headers: no framing, no Referer, nosniff).
 The token is taken out of the query string before anything (uvicorn's access log included) sees it.
 """
 
@@ -54,6 +55,7 @@ from services.scorer.errors import (
 from services.scorer.http.body import parse_body, read_body
 from services.scorer.service import ScoreArgs, Scorer
 from services.web.errors import status_of as http_status
+from services.web.headers import SecureHeaders
 
 log = logging.getLogger(__name__)
 VALUES_PER_QUERY = 64  # JSON values a body may hold per allowed query: bounds the parse's CPU time
@@ -235,4 +237,4 @@ def create_app(scorer: Scorer, is_ready: Callable[[], bool], authenticate: Authe
             Route("/metrics", metrics_text, methods=["GET"]),
         ]
     )
-    return QueryToken(app)
+    return SecureHeaders(QueryToken(app))

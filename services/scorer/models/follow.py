@@ -28,7 +28,7 @@ from datetime import UTC
 from cheems.v1 import events_pb2, training_pb2
 from services.scorer.errors import ScorerError
 from services.scorer.models.feed import ModelFeed
-from services.scorer.models.loading import load_error
+from services.scorer.models.loading import load_error, public_load_error
 from services.scorer.models.served import ModelRef, ModelSlot, ServedModel
 from services.scorer.models.shelf import Lookup
 from services.store.lifecycle import PRODUCTION
@@ -73,8 +73,8 @@ class Follower:
         try:
             model = self.load(ref)
         except Exception as e:  # a broken checkpoint must not stop the serving, whatever it raises
-            self.slot.follow_error, self._failed = load_error(ref, e), ref.model_id
-            log.error("%s; still serving %s", self.slot.follow_error, current.ref.model_id if current else "nothing")
+            self.slot.follow_error, self._failed = public_load_error(ref, e), ref.model_id
+            log.error("%s; still serving %s", load_error(ref, e), current.ref.model_id if current else "nothing")
             return False
         if self._stop.is_set():  # stopping: the server will not close what it does not hold
             model.close()

@@ -91,11 +91,17 @@ def load_first(
         if config.model:
             raise
         log.error("%s; serving no default model until another is production", load_error(refs[0], e))
-        return None, load_error(refs[0], e)
+        return None, public_load_error(refs[0], e)
 
 
 def load_error(ref: ModelRef, error: BaseException) -> str:
+    """Why `ref` could not be loaded, for the scorer's log (its path and the whole message)."""
     return f"model {ref.model_id} ({ref.path}) could not be loaded: {error}"
+
+
+def public_load_error(ref: ModelRef, error: BaseException) -> str:
+    """Why, for callers (GetModelInfo.follow_error): the model's id and the kind of error, never a server path."""
+    return f"model {ref.model_id} could not be loaded ({type(error).__name__}): the scorer's log says why"
 
 
 def load_served(

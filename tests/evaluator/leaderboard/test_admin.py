@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from evaluator.leaderboard.admin import MAX_BODY
 from evaluator.leaderboard.app import create_app
 from services.store import lifecycle
 from services.store.accounts import add_annotator
@@ -68,3 +69,17 @@ def test_only_an_admin_promotes_and_rolls_back(site: dict[str, str], engine: Eng
     with session_scope(engine) as session:
         actors = {t.actor for t in lifecycle.transitions(session) if t.action in ("promoted", "rolled_back")}
     assert actors == {"person:组长"}
+
+
+@pytest.mark.parametrize("path", ["/api/models/rm-a/promote", "/api/models/bad%20id!/promote", "/api/rollback"])
+def test_the_caller_is_checked_before_the_body_is_read(site: dict[str, str], path: str) -> None:
+    """A stranger's or an annotator's body is never parsed: invalid JSON, a wrong field or one over the limit
+    gets 401 / 403, not 400 or 413, and promotes nothing."""
+    bodies = [b"{not json", b'{"force": "yes"}', b"\xff\xfe", b"[" * 5000, b"x" * (MAX_BODY + 1)]
+    for token, status, reason in [("", 401, "unauthenticated"), ("chm_nobody", 401, "unauthenticated"),
+                                  (site["annotator"], 403, "forbidden")]:  # fmt: skip
+        for raw in bodies:
+            code, reply = post(site, path, token=token, raw=raw)
+            assert (code, reply["reason"]) == (status, reason), (path, token[:6], raw[:12], reply)
+    code, reply = post(site, "/api/models/rm-a/promote", token=site["admin"], raw=b"x" * (MAX_BODY + 1))
+    assert code == 400 and reply["error"].startswith("body:")  # an admin's oversized body is still refused

@@ -50,7 +50,7 @@ def click(page: Any, token: str, reason: str = "") -> str:
     page.fill("#admin-token", token)
     page.fill("#admin-reason", reason)
     page.click("#admin-go")
-    page.wait_for_function("document.getElementById('admin-message').textContent !== ''")
+    page.wait_for_function("() => document.getElementById('admin-message').textContent !== ''")
     return page.text_content("#admin-message")
 
 

@@ -82,7 +82,7 @@ def test_progress_moves_by_itself_and_the_board_reloads_when_the_run_ends(board:
     page.evaluate("window.stillHere = true")  # gone after a reload
     row = f'tr[data-model="{board.running}"]'
     score(board.engine, board.going, range(SCORED, 12))
-    page.wait_for_function(f"document.querySelector('{row} .progress-text').textContent === '12/36'")
+    page.wait_for_function(f"() => document.querySelector('{row} .progress-text').textContent === '12/36'")
     assert page.evaluate(f"document.querySelector('{row} progress').value") == 12
     assert page.evaluate("window.stillHere") is True  # updated in place
     fail_run(board.engine, board.going, "stopped by the test")
@@ -95,7 +95,7 @@ def test_a_model_page_shows_its_chart_table_and_runs(board: Served, page: Any, s
     page.goto(board.base + "/")
     page.click(f'tr[data-model="{board.best}"] a')
     page.wait_for_url(f"**/models/{board.best}")
-    page.wait_for_function("document.getElementById('chart').complete")
+    page.wait_for_function("() => document.getElementById('chart').complete")
     assert page.evaluate("document.getElementById('chart').naturalWidth") > 300  # the SVG loaded and drew
     stored = stored_result(board.engine, board.runs[board.best])
     assert float(page.get_attribute("#overall", "data-value")) == stored["overall"]

@@ -4,6 +4,7 @@ model however often a result is delivered; then through the real broker."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from services.bus.client import Publisher
 from services.store import lifecycle, repository
 from services.store.db import session_scope
 
-AUTO = GatePolicy("auto", min_gain=0.0, max_drop=0.02)
+AUTO = GatePolicy("auto", min_gain=0.0, max_drop=0.02, registered="gate")  # the tests' models are registered
 BENCH = ["open.jsonl", "human.jsonl"]
 
 
@@ -42,7 +43,7 @@ def test_the_decision() -> None:
     dropped = decide(mine, result(0.79, open=(0.95, 0.75), human=(0.70, 0.70)), AUTO)
     assert dropped.action == "reject" and dropped.reason == "open (Acc.+Exact.)/2 fell 0.0500 > max_drop 0.02"
     assert dropped.figures["drops"] == {"open": pytest.approx(0.05), "human": pytest.approx(-0.1)}
-    for bad in [{"mode": "sometimes"}, {"max_drop": -0.1}, {"min_gain": 2.0}]:
+    for bad in [{"mode": "sometimes"}, {"max_drop": -0.1}, {"min_gain": 2.0}, {"registered": "promote"}]:
         with pytest.raises(ValueError, match="GatePolicy"):
             GatePolicy(**bad)
 
@@ -104,7 +105,7 @@ def test_results_on_the_broker_drive_the_gate(engine: Engine, broker: EmbeddedBr
         publisher.flush()
     finally:
         publisher.close()
-    consumer = Gate(engine, GatePolicy("auto", group=f"gate-{run_id}")).consumer(broker.bootstrap)
+    consumer = Gate(engine, GatePolicy("auto", group=f"gate-{run_id}", registered="gate")).consumer(broker.bootstrap)
     try:
         for _ in range(60):
             consumer.poll_once(500)
@@ -115,3 +116,21 @@ def test_results_on_the_broker_drive_the_gate(engine: Engine, broker: EmbeddedBr
             pytest.fail("the gate never promoted the first evaluated model")
     finally:
         consumer.close()
+
+
+def test_auto_holds_a_model_registered_by_hand_for_an_admin(engine: Engine, caplog: pytest.LogCaptureFixture) -> None:
+    """The default policy: registering a checkpoint (an operator may) never chooses production, not even as the first
+    model evaluated; the training service's models are decided as before; an admin then promotes by hand."""
+    with session_scope(engine) as s:
+        lifecycle.register_checkpoint(s, "/models/rm-hand", "rm-hand", "person:operator")
+        lifecycle.register_checkpoint(s, "/models/rm-made", "rm-made", "training")
+        lifecycle.get_model(s, "rm-made").source = "training"  # as registry.register_model stores a training's
+    caplog.set_level(logging.INFO, logger="evaluator.pipeline.gate")
+    gate = Gate(engine, GatePolicy("auto"))
+    steps = gate.apply(evaluated_run(engine, "rm-hand", result(0.99, open=(0.99, 0.99))))
+    assert [(c.action, c.to_state) for c in steps] == [("evaluated", "evaluated")]
+    assert gate.apply(evaluated_run(engine, "rm-made", result(0.70, open=(0.7, 0.7))))[-1].action == "promoted"
+    with session_scope(engine) as s:
+        assert lifecycle.production(s).id == "rm-made"
+        assert lifecycle.get_model(s, "rm-hand").state == "evaluated"
+    assert "model rm-hand hold: " in caplog.text and "registered by hand" in caplog.text

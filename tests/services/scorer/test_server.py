@@ -109,6 +109,8 @@ def test_model_info(strict_server: ScorerServer) -> None:
         reward_pb2.ModelInfoRequest(), timeout=5, metadata=[("authorization", "Bearer s3cret-Q7vK2mN9xR4tW8yB6pL3")]
     )
     assert (info.backend, info.max_responses, info.max_length, info.truncation) == ("torch", 3, 48, "error")
+    assert info.model_id and info.name and info.dtype and info.models
+    assert "/" not in str(info), "a scorer-client learned a server path"  # no checkpoint directory, no file
 
 
 AUTH = [("authorization", "Bearer s3cret-Q7vK2mN9xR4tW8yB6pL3")]

@@ -12,13 +12,13 @@ from services.web import Catalog, escape, json_error, layout, remember_language,
 from services.web.i18n import pick_language
 
 
-def test_layout_is_a_whole_document_with_escaped_title_and_inline_css() -> None:
+def test_layout_is_a_whole_document_with_escaped_title_and_linked_css() -> None:
     page = layout("<标注>", "<p>正文</p>", "zh", scripts=["/static/web/page.js"], nav=[("/a?x=1&y=2", "链接")])
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     assert '<html lang="zh-CN">' in page
     assert "<title>&lt;标注&gt; · Cheems</title>" in page
     assert "<main><p>正文</p></main>" in page
-    assert "--accent" in page  # the stylesheet inline
+    assert '<link rel="stylesheet" href="/static/web/style.css">' in page  # a file: no inline style (CSP)
     assert '<script src="/static/web/page.js"></script>' in page
     assert '<a href="/a?x=1&amp;y=2">链接</a>' in page
     assert '<a href="?lang=en"' in page and '<span class="current" lang="zh">中文</span>' in page

@@ -1,6 +1,8 @@
 // The annotator's page: sign in with a token, rank the three responses of a task (mouse or keyboard), submit,
 // and the next task loads at once. Talks only to this service's JSON API (services/annotation/http_app.py).
 // Response texts arrive as HTML rendered safe on the server; every other text is set with textContent.
+// The token is kept for this tab only (sessionStorage): gone when the tab closes, never shared with other tabs or
+// left on a shared machine, and sent only as a bearer header (no cookie, so no cross-site request carries it).
 "use strict";
 (function () {
   const TOKEN_KEY = "cheems.annotator.token";
@@ -8,7 +10,7 @@
   const $ = (id) => document.getElementById(id);
   const state = { task: null, places: {}, discarded: new Set(), selected: 0, annotationId: "", busy: false, done: 0 };
 
-  function token() { return localStorage.getItem(TOKEN_KEY) || ""; }
+  function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
   function show(id, visible) { $(id).classList.toggle("hidden", !visible); }
   function notify(text, kind) {
     const box = $("notice");
@@ -29,7 +31,7 @@
   }
 
   async function signIn(value) {
-    localStorage.setItem(TOKEN_KEY, value);
+    sessionStorage.setItem(TOKEN_KEY, value);
     try {
       const me = await cheems.fetchJSON("/api/me", { token: value });
       $("who").textContent = me.name;
@@ -43,7 +45,7 @@
   }
 
   function signOut(message) {
-    localStorage.removeItem(TOKEN_KEY);
+    sessionStorage.removeItem(TOKEN_KEY);
     state.task = null;
     show("work", false);
     show("signin", true);

@@ -1,7 +1,7 @@
 // The admin overview: per annotator, tasks held and done, agreement with the resolved rankings and the share of
 // annotations on cycles; flags the ones to look at; the agreement of double annotation (overall and per pair of
 // annotators) against the paper's target; the responses the rule filter kept out of annotation, with the rule each
-// broke. Data from GET /api/overview (admins only).
+// broke. Data from GET /api/overview (admins only). The token is kept for this tab only (sessionStorage).
 "use strict";
 (function () {
   const TOKEN_KEY = "cheems.annotator.token";
@@ -112,7 +112,7 @@
   async function load(value) {
     try {
       const me = await cheems.fetchJSON("/api/me", { token: value });
-      localStorage.setItem(TOKEN_KEY, value);
+      sessionStorage.setItem(TOKEN_KEY, value);
       $("who").textContent = me.name;
       show("signin", false);
       show("work", true);
@@ -120,7 +120,7 @@
       notify("");
     } catch (err) {
       if (err.status === 401) {
-        localStorage.removeItem(TOKEN_KEY);
+        sessionStorage.removeItem(TOKEN_KEY);
         show("signin", true);
         show("work", false);
       }
@@ -134,11 +134,11 @@
     if (value) load(value);
   });
   $("signout").addEventListener("click", () => {
-    localStorage.removeItem(TOKEN_KEY);
+    sessionStorage.removeItem(TOKEN_KEY);
     show("work", false);
     show("signin", true);
   });
-  const saved = localStorage.getItem(TOKEN_KEY);
+  const saved = sessionStorage.getItem(TOKEN_KEY);
   if (saved) load(saved);
   else show("signin", true);
 })();

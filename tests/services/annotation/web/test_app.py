@@ -18,6 +18,7 @@ from services.store.db import session_scope
 from services.store.models import Annotation, Annotator, Ranking
 from tests.services.annotation.web.pages_data import Clock, add_people, add_prompt, call
 from tests.web.conftest import serve_asgi
+from tests.web.headers import assert_secure, fetch, inline_code
 
 
 @pytest.fixture
@@ -259,3 +260,28 @@ def test_pages_and_health_answer(site: Any) -> None:
         with urllib.request.urlopen(base + path, timeout=10) as response:
             assert response.status == 200
     assert call(base, "GET", "/health") == (200, {"status": "serving"})
+
+
+def test_every_reply_has_the_security_headers_and_no_page_inline_code(site: Any) -> None:
+    base, service, _ = site
+    token = add_people(service, "张三")["张三"]
+    for path, auth, status in [("/annotate", "", 200), ("/admin?lang=en", "", 200), ("/health", "", 200),
+                               ("/api/me", "", 401), ("/api/me", token, 200), ("/api/tasks/next", token, 200),
+                               ("/api/overview", token, 403), ("/static/annotation/annotate.js", "", 200),
+                               ("/static/web/style.css", "", 200), ("/nowhere", "", 404)]:  # fmt: skip
+        got, headers, body = fetch(base + path, token=auth)
+        assert got == status, path
+        assert_secure(headers, f"GET {path}")
+        if headers["content-type"].startswith("text/html"):
+            assert inline_code(body) == [], path
+    got, headers, _ = fetch(base + "/api/tasks/" + "0" * 64 + "/annotation", "POST", b"{}")
+    assert got == 401
+    assert_secure(headers, "POST annotation")
+
+
+def test_the_page_keeps_the_token_for_the_tab_only(site: Any) -> None:
+    """sessionStorage, never localStorage: a token does not outlive the tab or reach the other tabs."""
+    base = site[0]
+    for script in ("annotate.js", "overview.js"):
+        status, _, source = fetch(f"{base}/static/annotation/{script}")
+        assert status == 200 and "sessionStorage" in source and "localStorage" not in source, script

@@ -147,7 +147,7 @@ def test_mouse_ranking_with_a_discard_and_the_next_task_at_once(page: Any, site:
     assert page.inner_text("#summary") == "Order: C > A (unusable: B)"
     screenshot(page, "annotator-mouse-en")
     page.click("#submit")
-    page.wait_for_function("document.querySelector('#prompt').textContent.includes('你好')")  # the next task
+    page.wait_for_function("() => document.querySelector('#prompt').textContent.includes('你好')")  # the next task
     assert "Submitted" in page.inner_text("#notice")
     [annotation] = stored(site, "李四")
     assert (annotation.prompt_id, annotation.result, annotation.discarded) == (
@@ -178,11 +178,11 @@ def test_a_double_submit_is_stored_once_and_a_task_completed_elsewhere_is_explai
     with page.expect_request(re.compile(r"/annotation$")) as sent:
         page.keyboard.press("Enter")
         page.keyboard.press("Enter")  # pressed twice: one request while the first is in flight
-    page.wait_for_function("document.querySelector('#prompt').textContent.includes('2+2')")
+    page.wait_for_function("() => document.querySelector('#prompt').textContent.includes('2+2')")
     body = sent.value.post_data
     replay = page.evaluate(
         """([url, body]) => fetch(url, {method: "POST", body, headers: {"content-type": "application/json",
-             authorization: "Bearer " + localStorage.getItem("cheems.annotator.token")}}).then(r => r.json())""",
+             authorization: "Bearer " + sessionStorage.getItem("cheems.annotator.token")}}).then(r => r.json())""",
         [sent.value.url, body],
     )
     assert replay["created"] is False and "already submitted" in replay["message"]

@@ -8,7 +8,7 @@ cheems annotators add 张三 [--admin]                 # the same as --role anno
 Roles (`cheems.roles`): annotator, operator, admin, service, scorer-client. The commands talk to the store
 (`--db`), so whoever may run them holds the database's credentials: managing accounts is the database admin's.
 A token is never taken from the command line: printed once, or read from `--token-file` (at least 128 bits:
-`cheems.token_strength`). Nothing re-enables a disabled account or restores a reset token but these commands
+`cheems.credentials`). Nothing re-enables a disabled account or restores a reset token but these commands
 (`cheems up` refuses to start instead).
 """
 
@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cheems.credentials import read_secret
+from cheems.credentials import check_strength, read_secret
 from cheems.roles import ADMIN, ANNOTATOR, ROLES
-from cheems.token_strength import check_strength
 from cheems_cli.options import DatabaseUrl, clear_errors
 
 if TYPE_CHECKING:

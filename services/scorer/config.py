@@ -21,9 +21,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cheems.attention import AttentionName
 from cheems.chat import Truncation
-from cheems.credentials import read_secret
+from cheems.credentials import check_strength, read_secret
 from cheems.settings import setting
-from cheems.token_strength import check_strength
 
 ENV_PREFIX = "CHEEMS_SCORER_"
 MIB = 1024 * 1024
@@ -224,7 +223,7 @@ class ScorerConfig(BaseSettings):
     @field_validator("token")
     @classmethod
     def _strong(cls, token: str) -> str:
-        return check_strength(token) if token else token  # 128 bits at least (cheems.token_strength)
+        return check_strength(token) if token else token  # 128 bits at least (cheems.credentials)
 
     @field_validator("token_file")
     @classmethod

@@ -27,9 +27,9 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from cheems.credentials import check_strength
 from cheems.errors import InvalidInput
 from cheems.roles import ADMIN, ANNOTATOR, ROLES, Caller
-from cheems.token_strength import check_strength
 from services.store import validate as v
 from services.store.db import session_scope
 from services.store.errors import Conflict, InvalidRecord, UnknownAnnotator
@@ -54,7 +54,7 @@ def check_role(role: str) -> str:
 
 
 def check_token(token: str) -> str:
-    """A token made elsewhere: one line, strong enough never to be guessed (`cheems.token_strength`: 128 bits); the
+    """A token made elsewhere: one line, strong enough never to be guessed (`cheems.credentials`: 128 bits); the
     message never shows it."""
     if any(c.isspace() for c in token) or not token.isprintable():
         raise InvalidRecord("a token needs printable characters and no spaces")

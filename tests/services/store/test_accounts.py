@@ -59,7 +59,7 @@ def test_a_token_made_elsewhere_is_taken_and_adding_it_again_changes_nothing(eng
             accounts.add_account(s, "other", SERVICE, made)
         with pytest.raises(InvalidRecord, match="fewer than 8 different characters"):
             accounts.add_account(s, "short", SERVICE, "abc")
-        with pytest.raises(InvalidRecord, match="about 83 bits, at least 128"):  # cheems.token_strength
+        with pytest.raises(InvalidRecord, match="about 83 bits, at least 128"):  # cheems.credentials
             accounts.add_account(s, "weak", SERVICE, "0123456789abcdef" * 4)
         with pytest.raises(InvalidRecord, match="no spaces"):
             accounts.reset_token(s, "eval-worker", "0123456789 abcdef0123")

@@ -94,10 +94,11 @@ def add_annotator(session: Session, name: str, admin: bool = False) -> str:
 
 
 def reset_token(session: Session, name: str, token: str | None = None) -> str:
-    """A new token for `name` (`token`, or a new random one); the old one stops working, the account is active."""
+    """A new token for `name` (`token`, or a new random one); the old one stops working. A disabled account stays
+    disabled: enabling it is its own decision (`enable`), never a side effect of a new token."""
     account = get_account(session, name)
     token = new_token() if token is None else check_token(token)
-    account.token_sha256, account.active = hash_token(token), True
+    account.token_sha256 = hash_token(token)
     session.flush()
     return token
 

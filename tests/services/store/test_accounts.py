@@ -42,6 +42,12 @@ def test_accounts_keep_only_the_token_hash_and_their_role(engine: Engine) -> Non
         accounts.disable(s, "张三")
     with session_scope(engine) as s:
         assert accounts.account_by_token(s, new) is None
+        newer = accounts.reset_token(s, "张三")  # a new token does not enable a disabled account
+    with session_scope(engine) as s:
+        assert accounts.account_by_token(s, newer) is None and accounts.account_by_token(s, new) is None
+        accounts.enable(s, "张三")
+    with session_scope(engine) as s:
+        assert accounts.account_by_token(s, newer) is not None
         assert [p.name for p in accounts.list_accounts(s)] == ["etl", "张三", "组长"]
         with pytest.raises(UnknownAnnotator, match="no account 'nobody'"):
             accounts.reset_token(s, "nobody")

@@ -66,7 +66,8 @@ def add_command(name: Name, role: Role, db: DatabaseUrl, token_file: TokenFile =
 @accounts.command("reset")
 @clear_errors
 def reset_command(name: Name, db: DatabaseUrl, token_file: TokenFile = None) -> None:
-    """Print a new token for NAME (or take --token-file's); the old one stops working (a disabled account stays disabled: `enable`)."""
+    """Print a new token for NAME (or take --token-file's); the old one stops working (a disabled account stays
+    disabled: `enable`)."""
     from services.store.accounts import reset_token
     from services.store.db import session_scope
 

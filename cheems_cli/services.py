@@ -173,6 +173,10 @@ def service_training(
     bench_root: Annotated[
         str, from_settings("bench_root", "A request's eval_files name files under here (empty: <data-dir>/bench).")
     ],
+    model_root: Annotated[
+        list[str] | None,
+        typer.Option(help="RegisterModel also takes models under this folder (repeat; --data-dir, --model always)."),
+    ] = None,
     recipe: Annotated[
         str, typer.Option(help="Training recipe of a request that names none, and of auto.")
     ] = "tiny-cpu",
@@ -258,6 +262,7 @@ def service_training(
         config = TrainingConfig(
             data_dir=required(data_dir, "CHEEMS_DATA_DIR"),
             bench_root=bench_root,
+            model_roots=tuple(model_root or ()),
             recipe=recipe,
             dataset_recipe=dataset_recipe,
             supervisor=supervisor,

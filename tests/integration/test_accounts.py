@@ -348,6 +348,9 @@ def test_an_operator_reaches_no_host_file_and_runs_no_code(system: System, tmp_p
         code, details, _ = s.clients["TrainingService"].call("TrainingService", "StartTraining", body, s.tokens["boss"])
         assert code == grpc.StatusCode.INVALID_ARGUMENT, (overrides, code, details)
         assert details.startswith(f"overrides: {key} is not a training knob"), details
+    register = {"path": str(trojan), "model_id": "mine"}  # a model the scorer would load from the operator's folder
+    code, details, _ = s.clients["TrainingService"].call("TrainingService", "RegisterModel", register, s.tokens["ops"])
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "outside the folders" in details, details
     assert s.rows() == before and not (tmp_path / "ran").exists()
 
 

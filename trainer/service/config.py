@@ -47,6 +47,8 @@ class TrainingConfig:
     overrides: Mapping[str, str] = field(default_factory=dict)  # TrainConfig fields for every training; a request's win
     # a request's eval_files are names of files under here (`trainer.service.knobs`); empty = <data_dir>/bench
     bench_root: str = ""
+    # RegisterModel takes checkpoints under data_dir, the base model's folder and these (`trainer.service.registration`)
+    model_roots: tuple[str, ...] = ()
     # distant supervision scores in this service's process (`trainer.datasets.build`), before a training launches:
     supervision_device: str = "auto"  # auto = cuda when torch has CUDA here (the GPUs the local launcher trains on)
     supervision_dtype: str = "auto"  # auto = bfloat16 on CUDA (float16 on older cards), float32 on the CPU

@@ -39,6 +39,7 @@ from trainer.service.auto import AutoTrainer
 from trainer.service.config import TrainingConfig
 from trainer.service.launchers import Launcher
 from trainer.service.messages import dataset_message, training_message
+from trainer.service.registration import registrable, registration_roots
 from trainer.service.trainings import TrainingService
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ class TrainingServicer:
     def __init__(self, service: TrainingService) -> None:
         self.service = service
         self.models = ModelLifecycle(service.engine)
+        config = service.config
+        self.roots = registration_roots(service.data_dir, config.model, config.model_roots)
 
     def _run(self, context: grpc.ServicerContext, work: Callable[[], Any]) -> Any:
         try:
@@ -107,7 +110,8 @@ class TrainingServicer:
 
     def RegisterModel(self, request: Any, context: grpc.ServicerContext) -> training_pb2.Model:
         def work() -> training_pb2.Model:
-            model = self.models.register(request.path, request.model_id or None, caller().actor)
+            path = registrable(request.path, self.roots)
+            model = self.models.register(path, request.model_id or None, caller().actor)
             return model_message(model)
 
         return self._run(context, work)

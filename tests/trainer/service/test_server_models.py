@@ -32,9 +32,12 @@ Code = grpc.StatusCode
 
 
 @pytest.fixture
-def stub(engine: Engine, tmp_path: Path, account: Callable[[str, str], str]) -> Iterator[Any]:
-    """The service's stub on the channel of ann, an admin."""
-    service = TrainingService(engine, TrainingConfig(data_dir=str(tmp_path)), LocalLauncher())
+def stub(
+    engine: Engine, tmp_path: Path, account: Callable[[str, str], str], tiny_checkpoint: Callable[..., Path]
+) -> Iterator[Any]:
+    """The service's stub on the channel of ann, an admin; models are registered from the tiny checkpoints' folder."""
+    roots = (str(tiny_checkpoint().parent),)
+    service = TrainingService(engine, TrainingConfig(data_dir=str(tmp_path), model_roots=roots), LocalLauncher())
     grpc_host = host(service, HostConfig(port=0), AccountBook(engine)).start()
     try:
         with open_channel(f"127.0.0.1:{grpc_host.port}", token=account("ann", ADMIN)) as channel:
@@ -60,6 +63,8 @@ def test_register_promote_rollback_reject_over_grpc_each_step_announced(
 
     bad = [
         (training_pb2.RegisterModelRequest(path=str(tmp_path / "nowhere")), Code.INVALID_ARGUMENT, "not a directory"),
+        (training_pb2.RegisterModelRequest(path="/etc"), Code.INVALID_ARGUMENT, "outside the folders"),
+        (training_pb2.RegisterModelRequest(path=f"{path}/../../.."), Code.INVALID_ARGUMENT, "outside the folders"),
         (training_pb2.RegisterModelRequest(path=path, model_id="production"), Code.INVALID_ARGUMENT, "alias"),
         (training_pb2.RegisterModelRequest(path=path, model_id=a_id), Code.FAILED_PRECONDITION, "already"),
     ]

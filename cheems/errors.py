@@ -4,6 +4,7 @@
     ├── InvalidInput  (ValueError)   a request, file or value we cannot take: FormatError, ModelError, ConfigError...
     ├── NotFound      (LookupError)  a named thing that does not exist (a run, a prompt)
     ├── Conflict                     the state forbids it (a closed task, an id reused with other content)
+    │   └── AlreadyExists            it is done once, and was (a task's annotation)
     ├── LimitExceeded                over a configured limit; the same request fails again
     ├── Unavailable                  a dependency (Triton, the broker, a port) cannot serve now; retryable
     ├── DeadlineExceeded             the caller's deadline passed first
@@ -44,6 +45,12 @@ class Conflict(CheemsError):
     """The current state forbids the change (a closed task; an idempotency key reused with other content)."""
 
     reason = "conflict"
+
+
+class AlreadyExists(Conflict):
+    """What may be done once was done already (a second, different annotation of an annotated task)."""
+
+    reason = "already_exists"
 
 
 class LimitExceeded(CheemsError):

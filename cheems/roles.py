@@ -8,12 +8,12 @@ Every call that changes state names an account (a bearer token, checked by the s
 accounts, or the scorer's static token); its role decides what it may do, and who did a thing is read from the
 credential, never from the request. The roles:
 
-    annotator      lists their own tasks, submits their own annotations (gRPC and the annotator's page)
-    operator       ingests, makes tasks and datasets, starts and cancels trainings and evaluation runs, registers
-                   and rejects models, reads everything
+    annotator      lists (and is assigned) their own tasks, annotates each once (gRPC and the annotator's page)
+    operator       ingests, makes tasks and datasets, reassigns tasks and voids annotations, starts and cancels
+                   trainings and evaluation runs, registers and rejects models, reads everything
     admin          all an operator may, and promotes and rolls back models, annotates, sees the annotation overview
-    service        what one service needs of another: scoring, listing tasks and submitting AI annotations (an AI
-                   judge)
+    service        what one service needs of another: scoring, listing tasks and submitting AI annotations under its
+                   own name (an AI judge)
     scorer-client  Score, ScoreBatch and GetModelInfo only (an RLHF job, the eval workers)
 
 A method missing from PERMISSIONS may be called by nobody (a test checks that every method of every cheems.v1
@@ -45,7 +45,9 @@ def _methods(service: str, roles: frozenset[str], *names: str) -> dict[str, froz
 
 PERMISSIONS: dict[str, frozenset[str]] = {
     **_methods("IngestionService", OPERATE, "Ingest", "GetSample"),
-    **_methods("AnnotationService", OPERATE, "CreateTasks", "Resolve", "GetRanking", "Export"),
+    **_methods(
+        "AnnotationService", OPERATE, "CreateTasks", "Resolve", "GetRanking", "Export", "ReassignTask", "VoidAnnotation"
+    ),
     **_methods("AnnotationService", ANNOTATE | {SERVICE}, "SubmitAnnotation"),
     **_methods("AnnotationService", ANNOTATE | OPERATE | {SERVICE}, "ListTasks"),
     **_methods(

@@ -19,6 +19,7 @@ REASON_KEY = "cheems-error-reason"
 STATUS: list[tuple[type[errors.CheemsError], grpc.StatusCode]] = [
     (errors.InvalidInput, grpc.StatusCode.INVALID_ARGUMENT),
     (errors.NotFound, grpc.StatusCode.NOT_FOUND),
+    (errors.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
     (errors.Conflict, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.LimitExceeded, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),

@@ -2,12 +2,15 @@
 `cheems service annotation` process (the server, plus the sample intake when given a broker, plus the
 annotator's page over HTTP when given --http-port).
 
-Bad input gets a status and stores nothing: unknown prompt -> NOT_FOUND; unknown response or task
+Bad input gets a status and stores nothing: unknown prompt, task or annotation -> NOT_FOUND; unknown response
 ids, a malformed order or verdict, a ListTasks limit outside 1..1000 or annotator name over 128 characters, an
 Export `name` that is not a plain file name (or any `path`: Export writes only in its export folder)
--> INVALID_ARGUMENT; a completed task, or an annotation id reused with other content -> FAILED_PRECONDITION.
+-> INVALID_ARGUMENT; a closed task, or an annotation id reused with other content -> FAILED_PRECONDITION.
 ListTasks with an annotator offers none of a prompt they annotated or hold a task of (an empty list when
-only such tasks are open): a prompt's triples go to different people.
+only such tasks are open): a prompt's triples go to different people. An annotator's own ListTasks assigns
+them what it lists (`submission`: the claim rule), and a human SubmitAnnotation must name such a task, once:
+no task_id INVALID_ARGUMENT, another's PERMISSION_DENIED, one annotated already ALREADY_EXISTS.
+ReassignTask and VoidAnnotation (operator or admin) correct annotation work, recorded with the caller's actor.
 
 Every call names an account (`services.access`; roles in `cheems.roles`): UNAUTHENTICATED without a valid token,
 PERMISSION_DENIED for a role that may not call the method, before the request is read. An annotation is stored
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import grpc
@@ -37,7 +41,7 @@ from services.annotation.events import BrokerUnavailable, RelayConfig
 from services.annotation.exports import ExportConfig
 from services.annotation.intake import IntakeConfig, IntakeLoop, SampleIntake
 from services.annotation.service import AnnotationService, OpenTask
-from services.annotation.submission import Submission, attribute, listed_for, submit
+from services.annotation.submission import Submission, assigns, attribute, listed_for, submit
 from services.annotation.web.app import create_app
 from services.annotation.web.workbench import Workbench, WorkbenchConfig
 from services.bus.client import Publisher
@@ -53,6 +57,7 @@ from services.web import HttpServer
 log = logging.getLogger(__name__)
 KINDS = {annotation_pb2.ANNOTATOR_KIND_HUMAN: "human", annotation_pb2.ANNOTATOR_KIND_AI: "ai"}
 DEFAULT_LISTED = 100  # ListTasks' limit when the request gives none
+LEASE = timedelta(seconds=WorkbenchConfig.lease_seconds)  # an assigned task idle this long may go to another
 
 
 def result_of(annotation: annotation_pb2.Annotation) -> dict[str, Any]:
@@ -73,8 +78,8 @@ def result_of(annotation: annotation_pb2.Annotation) -> dict[str, Any]:
 
 
 class AnnotationServicer(annotation_pb2_grpc.AnnotationServiceServicer):
-    def __init__(self, service: AnnotationService) -> None:
-        self.service = service
+    def __init__(self, service: AnnotationService, lease: timedelta = LEASE) -> None:
+        self.service, self.lease = service, lease
 
     def _run(self, context: grpc.ServicerContext, work: Any) -> Any:
         try:
@@ -134,9 +139,30 @@ class AnnotationServicer(annotation_pb2_grpc.AnnotationServiceServicer):
     def ListTasks(self, request: Any, context: grpc.ServicerContext) -> Any:
         def work() -> Any:
             limit = request.limit or DEFAULT_LISTED
-            annotator = listed_for(caller(), request.annotator)  # given: only tasks of prompts independent of them
-            tasks = self.service.open_tasks(request.prompt_id or None, request.group_size, limit, None, annotator)
+            who = caller()
+            annotator = listed_for(who, request.annotator)  # given: only tasks of prompts independent of them
+            if assigns(who, annotator):  # a person's own listing: their tasks, new ones assigned to them now
+                assert annotator is not None
+                args = (annotator, self.lease, request.prompt_id or None, request.group_size, limit)
+                tasks = self.service.assign(*args)
+            else:
+                tasks = self.service.open_tasks(request.prompt_id or None, request.group_size, limit, None, annotator)
             return annotation_pb2.ListTasksResponse(tasks=[open_task_message(t) for t in tasks])
+
+        return self._run(context, work)
+
+    def ReassignTask(self, request: Any, context: grpc.ServicerContext) -> Any:
+        def work() -> Any:
+            actor = caller().actor
+            previous = self.service.reassign(request.task_id, request.annotator, actor, request.reason)
+            return annotation_pb2.ReassignTaskResponse(previous=previous or "")
+
+        return self._run(context, work)
+
+    def VoidAnnotation(self, request: Any, context: grpc.ServicerContext) -> Any:
+        def work() -> Any:
+            prompt_id, voided = self.service.void(request.annotation_id, caller().actor, request.reason)
+            return annotation_pb2.VoidAnnotationResponse(prompt_id=prompt_id, voided=voided)
 
         return self._run(context, work)
 
@@ -183,8 +209,10 @@ def host(
     return servicer_host(AnnotationService(engine, publisher, exports=exports), config, authenticate)
 
 
-def servicer_host(service: AnnotationService, config: HostConfig, authenticate: Authenticate) -> GrpcHost:
-    servicer = AnnotationServicer(service)
+def servicer_host(
+    service: AnnotationService, config: HostConfig, authenticate: Authenticate, lease: timedelta = LEASE
+) -> GrpcHost:
+    servicer = AnnotationServicer(service, lease)
     descriptor = annotation_pb2.DESCRIPTOR.services_by_name["AnnotationService"]
     # requests parsed by checked_handler: bytes gRPC cannot parse (invalid UTF-8) are INVALID_ARGUMENT, not INTERNAL
     grpc_host = GrpcHost(
@@ -228,7 +256,8 @@ def serve(
         samples = SampleIntake(bootstrap, service, intake) if bootstrap else None
     except KafkaError as e:
         raise BrokerUnavailable(f"cannot reach the broker at {hide_password(bootstrap)}: {e!r}") from None
-    grpc_host = servicer_host(service, config, AccountBook(engine)).start()
+    lease = timedelta(seconds=(web or WorkbenchConfig()).lease_seconds)  # the page's and ListTasks' alike
+    grpc_host = servicer_host(service, config, AccountBook(engine), lease).start()
     http = None
     if http_port >= 0:
         http = HttpServer(create_app(Workbench(service, web)), config.host, http_port).start()

@@ -22,7 +22,7 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -33,12 +33,13 @@ from cheems.errors import FormatError
 from cheems.formats.cheemsbench import BenchItem, write_bench
 from cheems.formats.preference import write_preference
 from cheems.formats.responses import Response
+from services.annotation.algorithm.discards import kept_relations, vote_of
 from services.annotation.algorithm.doubles import DoublingConfig, doubled
 from services.annotation.algorithm.export import preference_items
 from services.annotation.algorithm.filters import FilterConfig
 from services.annotation.algorithm.filters import reason as filter_reason
 from services.annotation.algorithm.protocol import triple_tasks
-from services.annotation.algorithm.resolve import Relation, Resolution, resolve
+from services.annotation.algorithm.resolve import Resolution, resolve
 from services.annotation.config import TaskConfig
 from services.annotation.events import EventRelay, RelayConfig, annotation_event, queue, ranking_event
 from services.annotation.exports import ExportConfig, export_path
@@ -46,10 +47,11 @@ from services.annotation.files.annotations import relations_of
 from services.bus import topics
 from services.bus.client import Publisher
 from services.store import repository
+from services.store.assignments import assign_listed, check_assigned, reassign, void
 from services.store.db import session_scope
 from services.store.errors import InvalidRecord, UnknownPrompt, UnknownTask
 from services.store.filtered import keep_passing
-from services.store.models import AnnotationTask, Prompt, Ranking
+from services.store.models import Annotation, AnnotationTask, Prompt, Ranking, utcnow
 from services.store.tasks import QueuedTask, lock_prompt, open_count, open_tasks
 
 log = logging.getLogger(__name__)
@@ -150,10 +152,16 @@ class AnnotationService:
         task_id: str | None,
     ) -> bool:
         """Store a human or AI annotation (idempotent on annotation_id) and close its task; the prompt's last
-        open task closed resolves the prompt. A replay (the same annotation again) changes and announces nothing."""
+        open task closed resolves the prompt. A replay (the same annotation again) changes and announces nothing.
+
+        A human annotation names a task assigned to `annotator`, once per task (`assignments.check_assigned`: no
+        task_id InvalidRecord, an unknown one UnknownTask, another's NotAssigned or StaleTask, one annotated
+        already TaskAnnotated); an AI annotation may name a task or none."""
         with session_scope(self.engine) as session:
             lock_prompt(session, prompt_id)
             keys = known_keys(session, prompt_id)
+            if kind == "human" and session.get(Annotation, annotation_id) is None:  # a replay is answered below
+                check_assigned(session, task_id, prompt_id, annotator)
             try:
                 relations_of(result, keys, "request", 0, "annotation")
             except FormatError as e:
@@ -192,6 +200,39 @@ class AnnotationService:
         self._kick()
         return resolved
 
+    def assign(
+        self,
+        annotator: str,
+        lease: timedelta,
+        prompt_id: str | None = None,
+        group_size: int = 0,
+        limit: int = 100,
+    ) -> list[OpenTask]:
+        """The open tasks assigned to `annotator` (an account), new ones assigned now, at most one per prompt
+        (`assignments.assign_listed`): what an annotator's own ListTasks answers, as the page's next task does."""
+        kind = self._kind(group_size, limit)
+        with session_scope(self.engine) as session:
+            if prompt_id is not None:
+                lock_prompt(session, prompt_id)
+            queued = assign_listed(session, annotator, utcnow(), lease, prompt_id, kind, limit)
+            return [open_task_of(q) for q in queued]
+
+    def reassign(self, task_id: str, annotator: str, actor: str, reason: str) -> str | None:
+        """Give an open task to `annotator`, recorded with `actor` and `reason`; returns its holder before."""
+        with session_scope(self.engine) as session:
+            return reassign(session, task_id, annotator, utcnow(), actor, reason)
+
+    def void(self, annotation_id: str, actor: str, reason: str) -> tuple[str, bool]:
+        """Void an annotation (`assignments.void`), recorded with `actor` and `reason`, and resolve its prompt
+        again without it; returns (prompt id, False if it was void already)."""
+        with session_scope(self.engine) as session:
+            prompt_id, voided = void(session, annotation_id, utcnow(), actor, reason)
+            if voided:
+                lock_prompt(session, prompt_id)
+                self._resolve(session, prompt_id)
+        self._kick()
+        return prompt_id, voided
+
     def open_tasks(
         self,
         prompt_id: str | None = None,
@@ -202,14 +243,18 @@ class AnnotationService:
     ) -> list[OpenTask]:
         """Open tasks, oldest first: one prompt's or all, triples (3), pairs (2) or both (0), at most `limit`;
         with `annotator`, none of a prompt they annotated or hold a task of (independent annotators)."""
+        kind = self._kind(group_size, limit)
+        with session_scope(self.engine) as session:
+            queued = open_tasks(session, prompt_id, kind, limit, created_before, annotator)
+            return [open_task_of(q) for q in queued]
+
+    @staticmethod
+    def _kind(group_size: int, limit: int) -> str | None:
         if group_size not in (0, *KIND_OF_SIZE):
             raise InvalidRecord(f"group_size must be 0, 2 or 3, got {group_size}")
         if not 1 <= limit <= MAX_LISTED:
             raise InvalidRecord(f"limit must be in 1..{MAX_LISTED}, got {limit}")
-        with session_scope(self.engine) as session:
-            kind = KIND_OF_SIZE.get(group_size)
-            queued = open_tasks(session, prompt_id, kind, limit, created_before, annotator)
-            return [open_task_of(q) for q in queued]
+        return KIND_OF_SIZE.get(group_size)
 
     def close(self) -> None:
         """Stop the event relay (what it could not publish waits in the outbox for the next start)."""
@@ -224,13 +269,11 @@ class AnnotationService:
 
     def _resolve(self, session: Session, prompt_id: str) -> Resolved:
         keys = known_keys(session, prompt_id)
-        relations: list[Relation] = []
-        discarded: set[str] = set()
-        for annotation in repository.annotations_for(session, prompt_id):
-            relations += relations_of(annotation.result, keys, "store", 0, annotation.id)
-            discarded |= set(annotation.discarded or [])
-        kept = [r for r in relations if r.better not in discarded and r.worse not in discarded]
-        result: Resolution = resolve(kept)
+        votes = [  # a discard is its annotator's vote (`algorithm.discards`); voided annotations do not count
+            vote_of(relations_of(a.result, keys, "store", 0, a.id), a.discarded or [])
+            for a in repository.annotations_for(session, prompt_id)
+        ]
+        result: Resolution = resolve(kept_relations(votes))
         repository.save_ranking(session, prompt_id, result.rank, result.conflicts, result.merged_nodes)
         event = ranking_event(prompt_id, result.rank, result.conflicts, result.merged_nodes)
         self._announce(session, topics.RANKINGS, prompt_id, event)

@@ -8,8 +8,16 @@ resolution when the prompt's last task closes) are the whole path; the adapters 
 `Submission` and map errors to their status. A replay of a stored annotation returns False and stores nothing.
 
 Who annotated is the account that sends it, never a name in the request (`attribute`): a person submits human
-annotations in their own name (an empty `annotator` names them); a service account submits AI annotations under
-its judge's name; anything else is PermissionDenied. `listed_for` applies the same rule to ListTasks.
+annotations in their own name (an empty `annotator` names them); a service account (an AI judge) submits AI
+annotations under its own account name (an empty `annotator`, or its own name; naming anyone else is
+PermissionDenied); anything else is PermissionDenied.
+
+The claim rule, the same for gRPC and the page (`services.store.assignments`): a human annotation names a
+`task_id` assigned to its annotator (their ListTasks or the page assigns tasks; an operator or admin may reassign
+one), and a task takes one annotation: no task_id is INVALID_ARGUMENT, an unknown task NOT_FOUND, a task never
+assigned to them PERMISSION_DENIED, a task annotated already ALREADY_EXISTS, a task assigned to someone else since
+FAILED_PRECONDITION (stale). Sending the same annotation (annotation_id and content) again is a replay: created
+False. `listed_for` says whose tasks ListTasks lists, and `assigns` whether it assigns them.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cheems.errors import PermissionDenied
-from cheems.roles import ANNOTATOR, SERVICE, Caller
+from cheems.roles import ANNOTATE, ANNOTATOR, SERVICE, Caller
 from services.annotation.service import AnnotationService
 from services.store.errors import InvalidRecord
 
@@ -37,7 +45,8 @@ class Submission:
 
 
 def submit(service: AnnotationService, submission: Submission) -> bool:
-    """Store the annotation and close its task (see `AnnotationService.submit`); False for a replay."""
+    """Store the annotation and close its task (see `AnnotationService.submit`: a human annotation's task must be
+    assigned to its annotator, once); False for a replay."""
     if not submission.annotation_id or not submission.annotator:
         raise InvalidRecord("annotation_id and annotator are required")
     if submission.kind not in KINDS:
@@ -54,17 +63,22 @@ def submit(service: AnnotationService, submission: Submission) -> bool:
 
 
 def attribute(who: Caller, annotator: str, kind: str) -> str:
-    """The annotator an annotation of `kind` sent by `who` is stored under; PermissionDenied when the request names
-    someone else (a person) or a human annotation comes from a service, or an AI one from a person."""
+    """The annotator an annotation of `kind` sent by `who` is stored under: always `who.name`; PermissionDenied when
+    the request names someone else, a human annotation comes from a service, or an AI one from a person."""
     if kind not in KINDS:  # refused by `submit` as the malformed request it is
         return annotator or who.name
     if who.role == SERVICE:
         if kind != "ai":
             raise PermissionDenied(
-                f"{who.name} is a service account: it submits AI annotations (kind ANNOTATOR_KIND_AI) of its judge; "
+                f"{who.name} is a service account: it submits AI annotations (kind ANNOTATOR_KIND_AI) in its name; "
                 "human annotations come from the annotators' own accounts"
             )
-        return annotator or who.name
+        if annotator and annotator != who.name:
+            raise PermissionDenied(
+                f"{who.name} may not submit an annotation in the name of {annotator!r}: an AI annotation carries "
+                "the judge account's own name (leave annotator empty)"
+            )
+        return who.name
     if kind == "ai":
         raise PermissionDenied(f"{who.name} is a person ({who.role}): AI annotations come from service accounts")
     if annotator and annotator != who.name:
@@ -73,6 +87,11 @@ def attribute(who: Caller, annotator: str, kind: str) -> str:
             "the account that sends it"
         )
     return who.name
+
+
+def assigns(who: Caller, listed: str | None) -> bool:
+    """Whether a listing for `listed` assigns the tasks it lists: only a person who annotates, listing their own."""
+    return who.role in ANNOTATE and listed == who.name
 
 
 def listed_for(who: Caller, annotator: str) -> str | None:

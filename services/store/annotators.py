@@ -112,7 +112,8 @@ def annotated_by_people(session: Session) -> tuple[list[Annotation], dict[str, d
     """Every annotation (people's and AI's) of the prompts people annotated, oldest first, and those prompts'
     resolved rankings {prompt id: {response key: rank}} (the overview's agreement and cycle figures)."""
     people = select(Annotation.prompt_id).where(Annotation.kind == "human").distinct()
-    query = select(Annotation).where(Annotation.prompt_id.in_(people)).order_by(Annotation.created_at, Annotation.id)
+    query = select(Annotation).where(Annotation.prompt_id.in_(people), Annotation.voided_at.is_(None))
+    query = query.order_by(Annotation.created_at, Annotation.id)
     ranked = select(Ranking.prompt_id, Ranking.rank).where(Ranking.prompt_id.in_(people))
     rankings = {pid: {k: int(r) for k, r in rank.items()} for pid, rank in session.execute(ranked)}
     return list(session.scalars(query)), rankings
@@ -132,6 +133,7 @@ def doubled_annotations(session: Session) -> list[tuple[Annotation, Annotation]]
         select(Annotation, AnnotationTask)
         .join(AnnotationTask, AnnotationTask.id == Annotation.task_id)
         .where(Annotation.kind == "human", AnnotationTask.kind == "triple", AnnotationTask.prompt_id.in_(doubled))
+        .where(Annotation.voided_at.is_(None))
         .order_by(Annotation.created_at, Annotation.id)
     )
     copies: dict[tuple[str, tuple[str, ...]], dict[int, Annotation]] = {}

@@ -21,8 +21,8 @@ class UnknownResponse(StoreError, errors.InvalidInput, LookupError):
     """A response key that the prompt does not have (a bad field of the request naming it)."""
 
 
-class UnknownTask(StoreError, errors.InvalidInput, LookupError):
-    """No task has this id, or it belongs to another prompt (a bad field of the request naming it)."""
+class UnknownTask(StoreError, errors.NotFound):
+    """No task has this id, or it belongs to another prompt."""
 
 
 class UnknownRun(StoreError, errors.NotFound):
@@ -31,6 +31,25 @@ class UnknownRun(StoreError, errors.NotFound):
 
 class TaskClosed(StoreError, errors.Conflict):
     """The task is done: it takes no new annotations."""
+
+
+class TaskAnnotated(StoreError, errors.AlreadyExists):
+    """The task has its annotation already: a task takes one (`services.store.assignments`)."""
+
+    reason = "task_completed"
+
+
+class NotAssigned(StoreError, errors.PermissionDenied):
+    """A human annotation of a task that was never assigned to its annotator."""
+
+    reason = "forbidden"  # as the pages say it: not yours
+
+
+class StaleTask(StoreError, errors.Conflict):
+    """The task was assigned to another annotator after this one held it (their lease ran out, or it was
+    reassigned)."""
+
+    reason = "stale_task"
 
 
 class Conflict(StoreError, errors.Conflict):
@@ -59,3 +78,7 @@ class UnknownModel(StoreError, errors.NotFound):
 
 class UnknownAnnotator(StoreError, errors.NotFound):
     """No annotator account has this name."""
+
+
+class UnknownAnnotation(StoreError, errors.NotFound):
+    """No annotation has this id."""

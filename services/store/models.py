@@ -39,6 +39,7 @@ ANNOTATION_KINDS = ("human", "ai")
 EXPORT_KINDS = ("bench", "preference")
 MODEL_STATES = ("candidate", "evaluated", "production", "rejected", "retired")
 MODEL_SOURCES = ("training", "registered")
+CORRECTIONS = ("reassigned", "voided")
 MODEL_ACTIONS = ("registered", "evaluated", "promoted", "demoted", "rolled_back", "rejected", "retired")
 
 
@@ -124,6 +125,7 @@ class Annotation(Base):
     result: Mapped[dict[str, Any]]
     discarded: Mapped[list[Any]]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    voided_at: Mapped[datetime | None]  # an operator or admin voided it (`assignments.void`): it no longer counts
 
 
 class Ranking(Base):
@@ -322,3 +324,21 @@ class TaskClaim(Base):
     task_id: Mapped[str] = mapped_column(ForeignKey("annotation_tasks.id"), primary_key=True)
     annotator: Mapped[str] = mapped_column(ForeignKey("annotators.name"), primary_key=True, index=True)
     claimed_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class AnnotationCorrection(Base):
+    """An operator's or admin's correction of annotation work, kept forever: a task reassigned to `annotator`
+    (from `previous`), or `annotator`'s annotation voided; who did it (`actor`, person:NAME) and why."""
+
+    __tablename__ = "annotation_corrections"
+    __table_args__ = (_one_of("action", CORRECTIONS),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    action: Mapped[str] = mapped_column(String(16))
+    task_id: Mapped[str | None] = mapped_column(String(KEY))
+    annotation_id: Mapped[str | None] = mapped_column(String(KEY))
+    annotator: Mapped[str] = mapped_column(String(200))
+    previous: Mapped[str | None] = mapped_column(String(200))
+    actor: Mapped[str] = mapped_column(String(220))
+    reason: Mapped[str] = mapped_column(Text)
+    at: Mapped[datetime] = mapped_column(default=utcnow)

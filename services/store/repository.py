@@ -140,9 +140,10 @@ def add_annotation(
 
 
 def annotations_for(session: Session, prompt_id: str) -> list[Annotation]:
-    """A prompt's annotations, oldest first."""
+    """A prompt's annotations that count, oldest first (voided ones left out: `assignments.void`)."""
     _require_prompt(session, prompt_id)
-    query = select(Annotation).where(Annotation.prompt_id == prompt_id).order_by(Annotation.created_at, Annotation.id)
+    query = select(Annotation).where(Annotation.prompt_id == prompt_id, Annotation.voided_at.is_(None))
+    query = query.order_by(Annotation.created_at, Annotation.id)
     return list(session.scalars(query))
 
 

@@ -10,15 +10,17 @@ import pytest
 from cheems import errors
 from services.grpc_errors import REASON_KEY, abort, status_of
 from services.scorer.errors import BackendUnavailable, LimitExceeded
-from services.store.errors import TaskClosed, UnknownPrompt, UnknownRun, UnknownTask
+from services.store.errors import NotAssigned, TaskAnnotated, TaskClosed, UnknownPrompt, UnknownRun, UnknownTask
 
 CASES = [
     (errors.FormatError("a.jsonl", 3, "bad"), grpc.StatusCode.INVALID_ARGUMENT),
     (errors.ModelError("no weights"), grpc.StatusCode.INVALID_ARGUMENT),
-    (UnknownTask("t"), grpc.StatusCode.INVALID_ARGUMENT),
+    (UnknownTask("t"), grpc.StatusCode.NOT_FOUND),
     (UnknownPrompt("p"), grpc.StatusCode.NOT_FOUND),
     (UnknownRun("r"), grpc.StatusCode.NOT_FOUND),
     (TaskClosed("t"), grpc.StatusCode.FAILED_PRECONDITION),
+    (TaskAnnotated("t"), grpc.StatusCode.ALREADY_EXISTS),
+    (NotAssigned("t"), grpc.StatusCode.PERMISSION_DENIED),
     (LimitExceeded("too big"), grpc.StatusCode.RESOURCE_EXHAUSTED),
     (BackendUnavailable("restarting"), grpc.StatusCode.UNAVAILABLE),
     (errors.PortInUse("taken"), grpc.StatusCode.UNAVAILABLE),

@@ -37,6 +37,7 @@ from cheems.errors import Conflict, InvalidInput
 from cheems.formats.preference import PreferenceItem, write_preference
 from cheems.formats.responses import Response
 from cheems.v1 import events_pb2
+from services.annotation.algorithm.discards import dropped, surviving, vote_of
 from services.annotation.algorithm.resolve import Relation
 from services.annotation.files.annotations import relations_of
 from services.annotation.service import repository_rankings
@@ -118,16 +119,20 @@ class DatasetOptions:
 
 
 def annotated_prompts(session: Session, kept_out: Mapping[str, Mapping[str, str]]) -> list[AnnotatedPrompt]:
-    """Every prompt with a stored ranking, in prompt-id order, with its relations by annotator kind; responses an
-    annotator discarded or the rule filter kept out of annotation (`kept_out`: `reasons_by_prompt`) are left out."""
+    """Every prompt with a stored ranking, in prompt-id order, with its relations by annotator kind; responses most
+    annotations that saw them discarded (`algorithm.discards`: a discard is one annotator's vote, their own relations
+    of it go) or the rule filter kept out of annotation (`kept_out`: `reasons_by_prompt`) are left out."""
     prompts = []
     for prompt, _rank in repository_rankings(session):
         responses = repository.responses_for(session, prompt.id)
+        votes = [  # a discard is its annotator's vote, as the annotation service resolves it
+            (a.kind, vote_of(relations_of(a.result, set(responses), "store", 0, a.id), a.discarded or []))
+            for a in repository.annotations_for(session, prompt.id)
+        ]
+        discarded = set(kept_out.get(prompt.id, ())) | dropped([vote for _, vote in votes])
         by_kind: dict[str, list[Relation]] = {"human": [], "ai": []}
-        discarded: set[str] = set(kept_out.get(prompt.id, ()))
-        for annotation in repository.annotations_for(session, prompt.id):
-            by_kind[annotation.kind] += relations_of(annotation.result, set(responses), "store", 0, annotation.id)
-            discarded |= set(annotation.discarded or [])
+        for kind, vote in votes:
+            by_kind[kind] += surviving(vote, frozenset(discarded))
         prompts.append(
             AnnotatedPrompt(
                 prompt.id,

@@ -9,13 +9,14 @@
     bench.overview(person)                                # Forbidden unless an admin
 
 A task belongs to the annotator it was given to (a claim, `services.store.annotators`), and a prompt's triples
-go to different annotators (none of a prompt they annotated or hold a task of). Submitting checks the
-claim, then takes the same path as gRPC `SubmitAnnotation` (`submission.submit`). What an annotator may hit:
+go to different annotators (none of a prompt they annotated or hold a task of). Submitting takes the same path,
+and the same claim rule, as gRPC `SubmitAnnotation` (`submission.submit`, `services.store.assignments`). What an
+annotator may hit:
 
     the same annotation sent twice              200, created False: stored once ("already submitted")
-    a task given to someone else after the lease ran out      409 stale_task
-    a task someone else completed                             409 task_completed
-    a task never given to them                                403 forbidden
+    a task given to someone else after the lease ran out, or reassigned      409 stale_task
+    a task that has its annotation (another's, or theirs from another tab)   409 task_completed
+    a task never given to them                                               403 forbidden
 """
 
 from __future__ import annotations
@@ -35,24 +36,11 @@ from services.annotation.web.form import parse_form
 from services.store import accounts
 from services.store import annotators as queue
 from services.store.db import session_scope
-from services.store.errors import TaskClosed
 from services.store.filtered import FilteredResponse, filtered, reason_counts
 from services.store.models import Annotation, AnnotationTask
 from services.web.errors import Forbidden, Unauthenticated
 
 FILTERED_SHOWN = 50  # the overview's list of responses the rule filter kept out
-
-
-class StaleTask(errors.Conflict):
-    """The task was given to another annotator after this one held it past the lease."""
-
-    reason = "stale_task"
-
-
-class TaskCompleted(errors.Conflict):
-    """Someone else (or this annotator, from another tab) already completed the task."""
-
-    reason = "task_completed"
 
 
 class UnknownWebTask(errors.NotFound):
@@ -127,30 +115,18 @@ class Workbench:
             return queue.withheld(session, person.name, self.clock(), self.lease)
 
     def submit(self, person: Person, task_id: str, body: Any) -> bool:
-        """Store the annotator's ranking of a task they hold; False when this annotation was stored already."""
+        """Store the annotator's ranking of a task assigned to them (the claim rule of `submission`); False when
+        this annotation was stored already."""
         with session_scope(self.service.engine) as session:
             task = session.get(AnnotationTask, task_id)
             if task is None or task.kind != "triple":
                 raise UnknownWebTask(f"no triple-wise task {task_id!r}")
             form = parse_form(body, list(task.response_keys))
-            holder, done, prompt_id = queue.holder(session, task_id), task.status == "done", task.prompt_id
-            held_before = queue.ever_held(session, task_id, person.name)
-        if holder != person.name:
-            if not held_before:
-                raise Forbidden(f"task {task_id} was not given to you: ask for your next task")
-            if done:
-                raise TaskCompleted(f"task {task_id} was already completed by another annotator")
-            raise StaleTask(f"task {task_id} was given to another annotator after your lease ran out")
+            prompt_id = task.prompt_id
         submission = Submission(
             form.annotation_id, prompt_id, person.name, "human", {"order": form.order}, form.discarded, task_id
         )
-        try:
-            return submit(self.service, submission)
-        except TaskClosed:
-            with session_scope(self.service.engine) as session:
-                by = queue.task_annotators(session, task_id)
-            who = "you, with another annotation" if by and by[0] == person.name else "another annotator"
-            raise TaskCompleted(f"task {task_id} was already completed by {who}") from None
+        return submit(self.service, submission)
 
     def overview(self, person: Person) -> Overview:
         """Every annotator's held tasks, annotations, agreement and cycle share; admins only."""

@@ -41,7 +41,7 @@ def _differences(engine: Engine) -> list[object]:
 def test_upgrade_is_idempotent_and_reaches_head(db_url: str) -> None:
     upgrade(db_url)
     upgrade(db_url)
-    assert current_revision(db_url) == head_revision() == "0010"
+    assert current_revision(db_url) == head_revision() == "0011"
 
 
 def test_runs_stored_before_0003_get_five_ece_bins(db_url: str) -> None:

@@ -160,12 +160,12 @@ class AnnotationService:
         with session_scope(self.engine) as session:
             lock_prompt(session, prompt_id)
             keys = known_keys(session, prompt_id)
-            if kind == "human" and session.get(Annotation, annotation_id) is None:  # a replay is answered below
-                check_assigned(session, task_id, prompt_id, annotator)
             try:
                 relations_of(result, keys, "request", 0, "annotation")
             except FormatError as e:
                 raise InvalidRecord(e.message) from None
+            if kind == "human" and session.get(Annotation, annotation_id) is None:  # a replay is answered below
+                check_assigned(session, task_id, prompt_id, annotator)
             created = repository.add_annotation(
                 session, annotation_id, prompt_id, annotator, kind, result, discarded, task_id
             )

@@ -22,14 +22,14 @@ The claim rule (`check_assigned`), for every human annotation, after a replay of
     it is assigned to someone else now (lease, reassigned)   StaleTask       FAILED_PRECONDITION 409
 
 Voiding an annotation leaves its relations out of its prompt's resolution; a human annotation's task opens again,
-without the voided annotator's claim (they annotated the prompt, so it goes to someone else).
+free (its claims dropped; the voided annotator annotated the prompt, so it goes to someone else).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, select
+from sqlalchemy import and_, delete, select
 from sqlalchemy.orm import Session
 
 from cheems.roles import ANNOTATE
@@ -123,6 +123,7 @@ def queued(session: Session, tasks: list[AnnotationTask]) -> list[QueuedTask]:
 def reassign(session: Session, task_id: str, to: str, now: datetime, actor: str, reason: str) -> str | None:
     """Give an open task to the annotator `to` (an active account that annotates, independent of its prompt), as
     `actor` for `reason`; returns who held it before (None: nobody). Their submit is then StaleTask."""
+    reason = _reason(reason, "reassigned", actor)
     task = session.get(AnnotationTask, task_id)
     if task is None:
         raise UnknownTask(f"no task {task_id!r}")
@@ -146,7 +147,8 @@ def reassign(session: Session, task_id: str, to: str, now: datetime, actor: str,
 
 def void(session: Session, annotation_id: str, now: datetime, actor: str, reason: str) -> tuple[str, bool]:
     """Void an annotation as `actor` for `reason`: its relations no longer count, and a human annotation's task is
-    open again (without the voided annotator's claim). Returns (its prompt id, False if it was void already)."""
+    open again and free. Returns (its prompt id, False if it was void already)."""
+    reason = _reason(reason, "voided", actor)
     annotation = session.get(Annotation, v.key("annotation_id", annotation_id))
     if annotation is None:
         raise UnknownAnnotation(f"no annotation {annotation_id!r}")
@@ -156,9 +158,7 @@ def void(session: Session, annotation_id: str, now: datetime, actor: str, reason
     task = session.get(AnnotationTask, annotation.task_id) if annotation.task_id else None
     if task is not None and annotation.kind == "human":
         task.status = "open"
-        claim = session.get(TaskClaim, (task.id, annotation.annotator))
-        if claim is not None:
-            session.delete(claim)
+        session.execute(delete(TaskClaim).where(TaskClaim.task_id == task.id))  # free, for anyone independent
     _record(session, "voided", annotation.task_id, annotation_id, annotation.annotator, None, actor, reason, now)
     session.flush()
     return annotation.prompt_id, True
@@ -167,6 +167,12 @@ def void(session: Session, annotation_id: str, now: datetime, actor: str, reason
 def corrections(session: Session) -> list[AnnotationCorrection]:
     """Every reassignment and void, oldest first."""
     return list(session.scalars(select(AnnotationCorrection).order_by(AnnotationCorrection.id)))
+
+
+def _reason(reason: str, action: str, actor: str) -> str:
+    if not reason.strip():
+        raise InvalidRecord(f"reason: say why it is {action} (it is recorded with {actor})")
+    return v.text("reason", reason)
 
 
 def _claim(session: Session, task_id: str, name: str, now: datetime) -> None:
@@ -188,10 +194,8 @@ def _record(
     reason: str,
     now: datetime,
 ) -> None:
-    if not reason.strip():
-        raise InvalidRecord(f"reason: say why the task is {action} (it is recorded with {actor})")
     row = AnnotationCorrection(
         action=action, task_id=task_id, annotation_id=annotation_id, annotator=annotator, previous=previous
     )
-    row.actor, row.reason, row.at = actor, v.text("reason", reason), now
+    row.actor, row.reason, row.at = actor, reason, now
     session.add(row)

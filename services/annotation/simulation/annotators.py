@@ -185,7 +185,7 @@ def _submit(
     try:
         return bool(stub.SubmitAnnotation(request, timeout=config.timeout, metadata=bearer(token)).created)
     except grpc.RpcError as e:
-        if e.code() == grpc.StatusCode.FAILED_PRECONDITION:  # another annotator closed it first
+        if e.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ALREADY_EXISTS):  # taken meanwhile
             return False
         raise _error(e) from None
 

@@ -60,6 +60,11 @@ def count(engine: Engine, model: Any) -> int:
         return int(session.scalar(select(func.count()).select_from(model)) or 0)
 
 
+def assigned(stub: Any, who: list[tuple[str, str]], group_size: int = 3) -> list[pb.AnnotationTask]:
+    """The tasks an annotator's own ListTasks assigns them (one per prompt)."""
+    return [t.task for t in stub.ListTasks(pb.ListTasksRequest(group_size=group_size), timeout=10, metadata=who).tasks]
+
+
 def status(call: Any) -> tuple[grpc.StatusCode, str]:
     with pytest.raises(grpc.RpcError) as info:
         call()
@@ -76,17 +81,18 @@ def test_triple_protocol_resolve_and_fetch(stub: Any, as_: Any, prompt: str, eng
         ["r5", "r1", "r2"],
     ]
     truth = {"r1": 1, "r2": 2, "r3": 3, "r4": 4, "r5": 5}
-    for n, task in enumerate(tasks):
+    for n in range(len(tasks)):  # a prompt's triples go to different people: five annotators, one triple each
+        who = as_(f"张三{n}")
+        [task] = assigned(stub, who)
         ranked = sorted(task.response_ids, key=truth.__getitem__)
         request = pb.Annotation(
             annotation_id=f"a{n}",
             prompt_id=prompt,
             task_id=task.task_id,
-            annotator="张三",
             kind=pb.ANNOTATOR_KIND_HUMAN,
             order=order(*[[k] for k in ranked]),
         )
-        assert stub.SubmitAnnotation(request, timeout=10, metadata=as_("张三")).created
+        assert stub.SubmitAnnotation(request, timeout=10, metadata=who).created
     resolved = stub.Resolve(pb.ResolveRequest(prompt_id=prompt), timeout=10)
     assert dict(resolved.ranking.rank) == truth and resolved.conflicts == 0
     assert dict(stub.GetRanking(pb.GetRankingRequest(prompt_id=prompt), timeout=10).rank) == truth
@@ -98,8 +104,9 @@ def test_list_tasks_for_an_annotator_leaves_out_the_prompts_they_annotated(stub:
         return [t.task.task_id for t in stub.ListTasks(request, timeout=10).tasks]
 
     stub.CreateTasks(pb.CreateTasksRequest(prompt_id=prompt, group_size=3), timeout=10)
-    first, *others = listed("甲")
+    first, *others = listed("甲")  # an admin's view of what 甲 may take: assigns nothing
     assert len(others) == 4
+    assert [t.task_id for t in assigned(stub, as_("甲"))] == [first]  # 甲's own listing: one triple, now theirs
     request = pb.Annotation(
         annotation_id="a1",
         prompt_id=prompt,
@@ -128,7 +135,6 @@ def test_ai_pairs_with_a_conflict_are_merged(stub: Any, as_: Any, prompt: str) -
         request = pb.Annotation(
             annotation_id=f"ai{n}",
             prompt_id=prompt,
-            annotator="judge",
             kind=pb.ANNOTATOR_KIND_AI,
             pair=pb.PairResult(a=a, b=b, verdict=verdict),
         )
@@ -140,14 +146,17 @@ def test_ai_pairs_with_a_conflict_are_merged(stub: Any, as_: Any, prompt: str) -
 
 
 def test_resubmitting_is_idempotent(stub: Any, as_: Any, prompt: str, engine: Engine) -> None:
+    stub.CreateTasks(pb.CreateTasksRequest(prompt_id=prompt, group_size=3), timeout=10)
+    who = as_("李四")
+    [task] = assigned(stub, who)
     request = pb.Annotation(
         annotation_id="same",
         prompt_id=prompt,
+        task_id=task.task_id,
         annotator="李四",
         kind=pb.ANNOTATOR_KIND_HUMAN,
-        pair=pb.PairResult(a="r1", b="r2", verdict=pb.VERDICT_A_BETTER),
+        order=order(*[[k] for k in task.response_ids]),
     )
-    who = as_("李四")
     assert stub.SubmitAnnotation(request, timeout=10, metadata=who).created
     assert not stub.SubmitAnnotation(request, timeout=10, metadata=who).created
     assert count(engine, Annotation) == 1
@@ -175,8 +184,13 @@ def test_bad_input_gets_a_status_and_stores_nothing(stub: Any, as_: Any, prompt:
         grpc.StatusCode.INVALID_ARGUMENT
     )
     assert submit(prompt_id="nope", pair=pb.PairResult(a="r1", b="r2", verdict=1))[0] == grpc.StatusCode.NOT_FOUND
+    code, details = submit(pair=pb.PairResult(a="r1", b="r2", verdict=1))  # a human annotation names its task
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "task_id is required" in details
+    code, details = submit(task_id="f" * 64, pair=pb.PairResult(a="r1", b="r2", verdict=1))
+    assert code == grpc.StatusCode.NOT_FOUND and "ffff" in details
     assert count(engine, Annotation) == 0
-    [task, *_] = stub.CreateTasks(pb.CreateTasksRequest(prompt_id=prompt), timeout=10).tasks
+    stub.CreateTasks(pb.CreateTasksRequest(prompt_id=prompt), timeout=10)
+    [task] = assigned(stub, who)
     done = order(*[[k] for k in task.response_ids])
     stub.SubmitAnnotation(
         pb.Annotation(
@@ -190,8 +204,8 @@ def test_bad_input_gets_a_status_and_stores_nothing(stub: Any, as_: Any, prompt:
         timeout=10,
         metadata=who,
     )
-    code, _ = submit(annotation_id="t2", task_id=task.task_id, order=done)
-    assert code == grpc.StatusCode.FAILED_PRECONDITION  # the task is completed
+    code, details = submit(annotation_id="t2", task_id=task.task_id, order=done)
+    assert code == grpc.StatusCode.ALREADY_EXISTS and task.task_id in details  # once per task
     code, _ = submit(annotation_id="t1", pair=pb.PairResult(a="r1", b="r2", verdict=pb.VERDICT_TIE))
     assert code == grpc.StatusCode.FAILED_PRECONDITION  # the idempotency key reused with other content
     assert count(engine, Annotation) == 1
@@ -213,12 +227,11 @@ def test_export_writes_files_the_evaluator_and_trainer_read(
             pb.Annotation(
                 annotation_id=f"e{n}",
                 prompt_id=prompt,
-                annotator="赵六",
-                kind=pb.ANNOTATOR_KIND_HUMAN,
+                kind=pb.ANNOTATOR_KIND_AI,
                 pair=pb.PairResult(a=a, b=b, verdict=pb.VERDICT_A_BETTER),
             ),
             timeout=10,
-            metadata=as_("赵六"),
+            metadata=as_("赵六", SERVICE),
         )
     stub.Resolve(pb.ResolveRequest(prompt_id=prompt), timeout=10)
     bench = stub.Export(pb.ExportRequest(kind="bench", name="b.jsonl"), timeout=10)
@@ -271,26 +284,141 @@ def test_export_writes_a_name_in_its_folder_and_refuses_any_path(
 def test_an_annotation_is_the_senders_and_a_service_submits_ai_ones_only(
     stub: Any, as_: Any, prompt: str, engine: Engine
 ) -> None:
+    stub.CreateTasks(pb.CreateTasksRequest(prompt_id=prompt, group_size=3), timeout=10)
+    alice, judge = as_("alice"), as_("judge-worker", SERVICE)
+    [task] = assigned(stub, alice)
+    a, b = task.response_ids[:2]
+
     def submit(who: list[tuple[str, str]], n: int, **fields: Any) -> tuple[grpc.StatusCode, str] | bool:
         base: dict[str, Any] = {"annotation_id": f"f{n}", "prompt_id": prompt, "kind": pb.ANNOTATOR_KIND_HUMAN}
-        request = pb.Annotation(**{**base, **fields}, pair=pb.PairResult(a="r1", b="r2", verdict=pb.VERDICT_A_BETTER))
+        request = pb.Annotation(**{**base, **fields}, pair=pb.PairResult(a=a, b=b, verdict=pb.VERDICT_A_BETTER))
         try:
             return bool(stub.SubmitAnnotation(request, timeout=10, metadata=who).created)
         except grpc.RpcError as e:
             return e.code(), e.details()
 
-    alice, judge = as_("alice"), as_("judge-worker", SERVICE)
     code, details = submit(as_("mallory"), 1, annotator="alice")  # type: ignore[misc]
     assert code == grpc.StatusCode.PERMISSION_DENIED and "in the name of 'alice'" in details
     code, details = submit(judge, 2, annotator="alice")  # type: ignore[misc]
     assert code == grpc.StatusCode.PERMISSION_DENIED and "service account" in details
     code, details = submit(alice, 3, kind=pb.ANNOTATOR_KIND_AI, annotator="gpt")  # type: ignore[misc]
     assert code == grpc.StatusCode.PERMISSION_DENIED and "AI annotations come from service accounts" in details
+    code, details = submit(judge, 6, kind=pb.ANNOTATOR_KIND_AI, annotator="alice")  # type: ignore[misc]
+    assert code == grpc.StatusCode.PERMISSION_DENIED and "in the name of 'alice'" in details  # its own name only
     assert count(engine, Annotation) == 0
-    assert submit(alice, 4) is True  # no annotator named: the sender
-    assert submit(judge, 5, kind=pb.ANNOTATOR_KIND_AI, annotator="qwen-judge") is True
+    assert submit(alice, 4, task_id=task.task_id) is True  # no annotator named: the sender
+    assert submit(judge, 5, kind=pb.ANNOTATOR_KIND_AI) is True
+    assert submit(judge, 7, kind=pb.ANNOTATOR_KIND_AI, annotator="judge-worker") is True
     with session_scope(engine) as session:
         stored = {a.id: (a.annotator, a.kind) for a in session.query(Annotation)}
-    assert stored == {"f4": ("alice", "human"), "f5": ("qwen-judge", "ai")}
+    assert stored == {"f4": ("alice", "human"), "f5": ("judge-worker", "ai"), "f7": ("judge-worker", "ai")}
     code, details = status(lambda: stub.ListTasks(pb.ListTasksRequest(annotator="bob"), timeout=10, metadata=alice))
     assert code == grpc.StatusCode.PERMISSION_DENIED and "only their own tasks" in details
+
+
+def human(prompt: str, task: pb.AnnotationTask, n: str, ranked: list[str], discarded: list[str] = ()) -> pb.Annotation:  # type: ignore[assignment]
+    return pb.Annotation(
+        annotation_id=n,
+        prompt_id=prompt,
+        task_id=task.task_id,
+        kind=pb.ANNOTATOR_KIND_HUMAN,
+        order=order(*[[k] for k in ranked]),
+        discarded=list(discarded),
+    )
+
+
+def test_a_task_the_page_gave_someone_else_is_refused_over_grpc(
+    stub: Any, as_: Any, prompt: str, engine: Engine
+) -> None:
+    from services.annotation.service import AnnotationService
+    from services.annotation.web.workbench import Person, Workbench
+
+    stub.CreateTasks(pb.CreateTasksRequest(prompt_id=prompt, group_size=3), timeout=10)
+    as_("甲")
+    given = Workbench(AnnotationService(engine)).next_task(Person("甲", False))  # the page gives 甲 a triple
+    assert given is not None
+    mallory = as_("mallory")
+    task = pb.AnnotationTask(task_id=given.task_id, prompt_id=prompt, response_ids=list(given.contents))
+    code, details = status(lambda: stub.SubmitAnnotation(human(prompt, task, "m1", list(given.contents)), timeout=10,
+                                                         metadata=mallory))  # fmt: skip
+    assert (
+        code == grpc.StatusCode.PERMISSION_DENIED and given.task_id in details and "not assigned to mallory" in details
+    )
+    assert given.task_id not in {t.task_id for t in assigned(stub, mallory)}  # and never listed to them
+    assert count(engine, Annotation) == 0
+
+
+def test_an_annotator_annotates_a_task_once_and_cannot_flip_a_ranking_alone(
+    stub: Any, as_: Any, prompt: str, engine: Engine
+) -> None:
+    stub.CreateTasks(pb.CreateTasksRequest(prompt_id=prompt, group_size=3), timeout=10)
+    truth = {"r1": 1, "r2": 2, "r3": 3, "r4": 4, "r5": 5}
+    people = [as_(f"p{n}") for n in range(5)]
+    tasks = [assigned(stub, who)[0] for who in people]
+    for n, (who, task) in enumerate(zip(people[1:], tasks[1:], strict=True)):
+        ranked = sorted(task.response_ids, key=truth.__getitem__)
+        assert stub.SubmitAnnotation(human(prompt, task, f"h{n}", ranked), timeout=10, metadata=who).created
+    bad, task = people[0], tasks[0]
+    reversed_ = sorted(task.response_ids, key=truth.__getitem__, reverse=True)
+    assert stub.SubmitAnnotation(human(prompt, task, "bad-0", reversed_), timeout=10, metadata=bad).created
+    for n in range(1, 5):  # the same reversed order again, under new ids: refused
+        code, details = status(lambda n=n: stub.SubmitAnnotation(human(prompt, task, f"bad-{n}", reversed_),
+                                                                 timeout=10, metadata=bad))  # fmt: skip
+        assert code == grpc.StatusCode.ALREADY_EXISTS and task.task_id in details
+    assert not stub.SubmitAnnotation(human(prompt, task, "bad-0", reversed_), timeout=10, metadata=bad).created
+    rank = dict(stub.GetRanking(pb.GetRankingRequest(prompt_id=prompt), timeout=10).rank)
+    assert len(set(rank.values())) >= 3  # one reversed triple among five: a ranking, not all ties
+    assert count(engine, Annotation) == 5
+
+
+def test_one_annotators_discards_leave_the_others_relations(stub: Any, as_: Any, prompt: str) -> None:
+    stub.CreateTasks(pb.CreateTasksRequest(prompt_id=prompt, group_size=3), timeout=10)
+    truth = {"r1": 1, "r2": 2, "r3": 3, "r4": 4, "r5": 5}
+    people = [as_(f"q{n}") for n in range(5)]
+    for n, who in enumerate(people):
+        [task] = assigned(stub, who)
+        ranked = sorted(task.response_ids, key=truth.__getitem__)
+        gone = list(task.response_ids) if n == 0 else []  # q0 discards every response of their triple
+        stub.SubmitAnnotation(human(prompt, task, f"d{n}", ranked, gone), timeout=10, metadata=who)
+    rank = dict(stub.GetRanking(pb.GetRankingRequest(prompt_id=prompt), timeout=10).rank)
+    assert rank == truth  # the other four triples still rank all five
+
+
+def test_an_operator_reassigns_a_task_and_voids_an_annotation_on_record(
+    stub: Any, as_: Any, prompt: str, engine: Engine
+) -> None:
+    from services.store.assignments import corrections
+
+    stub.CreateTasks(pb.CreateTasksRequest(prompt_id=prompt, group_size=3), timeout=10)
+    ops, jia, yi = as_("ops", "operator"), as_("甲"), as_("乙")
+    [task] = assigned(stub, jia)
+    ranked = list(task.response_ids)
+    reassign = pb.ReassignTaskRequest(task_id=task.task_id, annotator="乙", reason="甲 is on leave")
+    code, _ = status(lambda: stub.ReassignTask(reassign, timeout=10, metadata=jia))
+    assert code == grpc.StatusCode.PERMISSION_DENIED  # an annotator may not
+    code, details = status(lambda: stub.ReassignTask(pb.ReassignTaskRequest(task_id=task.task_id, annotator="乙"),
+                                                     timeout=10, metadata=ops))  # fmt: skip
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "reason" in details
+    assert stub.ReassignTask(reassign, timeout=10, metadata=ops).previous == "甲"
+    code, details = status(lambda: stub.SubmitAnnotation(human(prompt, task, "j1", ranked), timeout=10, metadata=jia))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "another annotator" in details  # stale: 乙's now
+    assert stub.SubmitAnnotation(human(prompt, task, "y1", ranked), timeout=10, metadata=yi).created
+
+    voided = stub.VoidAnnotation(pb.VoidAnnotationRequest(annotation_id="y1", reason="random"), timeout=10,
+                                 metadata=ops)  # fmt: skip
+    assert voided.prompt_id == prompt and voided.voided
+    again = stub.VoidAnnotation(pb.VoidAnnotationRequest(annotation_id="y1", reason="random"), timeout=10,
+                                metadata=ops)  # fmt: skip
+    assert not again.voided
+    code, _ = status(lambda: stub.VoidAnnotation(pb.VoidAnnotationRequest(annotation_id="nope", reason="x"),
+                                                 timeout=10, metadata=ops))  # fmt: skip
+    assert code == grpc.StatusCode.NOT_FOUND
+    with session_scope(engine) as session:
+        assert repository.annotations_for(session, prompt) == []  # it no longer counts
+        assert repository.tasks_for(session, prompt, "open")[0].id == task.task_id  # open for someone else
+        rows = [(c.action, c.annotator, c.previous, c.actor, c.reason) for c in corrections(session)]
+    assert rows == [
+        ("reassigned", "乙", "甲", "person:ops", "甲 is on leave"),
+        ("voided", "乙", None, "person:ops", "random"),
+    ]
+    assert task.task_id not in {t.task_id for t in assigned(stub, yi)}  # 乙 annotated this prompt

@@ -97,12 +97,18 @@ def assign_listed(
     mine = select(AnnotationTask).join(TaskClaim, TaskClaim.task_id == AnnotationTask.id)
     mine = mine.where(TaskClaim.annotator == name, *where).order_by(TaskClaim.claimed_at, AnnotationTask.id)
     tasks = [t for t in session.scalars(mine) if holder(session, t.id) == name][:limit]
-    free = select(AnnotationTask).where(and_(*where), ~held_since(now - lease), independent_of(name))
-    free = free.order_by(AnnotationTask.created_at, AnnotationTask.id).limit((limit - len(tasks)) * SCAN)
+    free = and_(*where, ~held_since(now - lease), independent_of(name))
+    scan = select(AnnotationTask.id, AnnotationTask.prompt_id).where(free)
+    scan = scan.order_by(AnnotationTask.created_at, AnnotationTask.id).limit(max(0, limit - len(tasks)) * SCAN)
     prompts = {t.prompt_id for t in tasks}
-    for task in session.scalars(free.with_for_update(skip_locked=True)) if len(tasks) < limit else ():
-        if task.prompt_id not in prompts and len(tasks) < limit:
-            prompts.add(task.prompt_id)
+    for task_id, pid in session.execute(scan).all() if len(tasks) < limit else ():
+        if pid in prompts or len(tasks) >= limit:
+            continue
+        # locked one at a time and checked again: on PostgreSQL another annotator's listing skips what this one
+        # is taking, and never takes what one took just before (SQLite serialises writers already)
+        one = select(AnnotationTask).where(AnnotationTask.id == task_id, free).with_for_update(skip_locked=True)
+        if (task := session.scalar(one)) is not None:
+            prompts.add(pid)
             tasks.append(task)
     for task in tasks:
         _claim(session, task.id, name, now)

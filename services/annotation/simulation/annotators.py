@@ -1,7 +1,7 @@
 """Simulated people for the demo: annotators working the annotation service's queue over gRPC.
 
-Each annotator lists the open triple-wise tasks it may take (ListTasks with its name: none of a prompt it
-annotated, so a prompt's triples go to different annotators), takes one per prompt, orders each triple by the
+Each annotator lists the open triple-wise tasks it may take (its own ListTasks, which assigns them: none of a
+prompt it annotated, one per prompt, so a prompt's triples go to different annotators), takes one per prompt, orders each triple by the
 gold ranks of bench files with adjacent swaps at rate `noise` (`simulate.human_order`, the model `cheems
 annotate simulate` uses) and submits it (SubmitAnnotation, kind human), until no task it can judge is open to
 it (or none has been for `idle_seconds`, for a queue still being filled). A prompt of five triples needs five
@@ -70,7 +70,7 @@ class SimulationConfig:
 class SimulationStats:
     submitted: int = 0  # annotations stored
     taken: int = 0  # tasks another annotator closed first
-    unknown: int = 0  # open tasks of prompts no bench file holds (at the last look)
+    unknown: int = 0  # open tasks of prompts no bench file holds (at an annotator's last look, the most of any)
     left: int | None = 0  # open triples of the bench's prompts when all stopped, each needing another annotator
     # (None: not counted, no operator token)
 
@@ -150,8 +150,8 @@ def _annotate(
     while True:
         listed = _list(stub, config, token)
         tasks = [(t, ranks) for t in listed.tasks if (ranks := gold.of(t.sample)) is not None]
-        with lock:
-            stats.unknown = len(listed.tasks) - len(tasks)
+        with lock:  # the tasks a listing assigned them stay theirs: the most any annotator saw at their last look
+            stats.unknown = max(stats.unknown, len(listed.tasks) - len(tasks))
         if not tasks:
             if time.monotonic() - idle_since >= config.idle_seconds:
                 return

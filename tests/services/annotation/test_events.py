@@ -29,7 +29,7 @@ from services.store import outbox, repository
 from services.store.accounts import AccountBook
 from services.store.db import session_scope
 from services.store.models import AnnotationTask, Prompt
-from tests.services.accounts import account, bearer
+from tests.services.accounts import account, bearer, give
 
 FIVE = [(f"r{i}", f"第{i}个回答") for i in range(1, 6)]
 
@@ -138,7 +138,9 @@ def test_list_tasks_gives_what_an_annotator_reads(stub: Any, service: Annotation
         annotation_id="a", prompt_id=people, task_id=done.task_id, annotator="张三", kind=pb.ANNOTATOR_KIND_HUMAN
     )
     submit.order.CopyFrom(order(*[[k] for k in done.response_ids]))
-    stub.SubmitAnnotation(submit, timeout=10, metadata=bearer(account(engine, "张三", ANNOTATOR)))
+    token = account(engine, "张三", ANNOTATOR)
+    give(engine, "张三", done.task_id)
+    stub.SubmitAnnotation(submit, timeout=10, metadata=bearer(token))
     assert done.task_id not in {t.task.task_id for t in stub.ListTasks(pb.ListTasksRequest(), timeout=10).tasks}
     for request, code in [
         (pb.ListTasksRequest(limit=1001), grpc.StatusCode.INVALID_ARGUMENT),
@@ -176,6 +178,7 @@ def test_annotations_and_the_ranking_are_published_once(
             )
         )
     who = bearer(account(engine, "李四", ANNOTATOR))
+    give(engine, "李四", *[t.task_id for t in tasks])
     assert stub.SubmitAnnotation(requests[0], timeout=10, metadata=who).created
     [(_, first)] = events(topics.ANNOTATIONS, {pid}, lambda found: len(found) >= 1)
     assert first.annotation.annotation_id == requests[0].annotation_id and first.annotation.task_id == tasks[0].task_id
@@ -207,6 +210,7 @@ def test_a_broker_outage_delays_events_and_loses_nothing(engine: Engine, unique:
         with session_scope(engine) as session:
             pid, _ = repository.add_sample(session, unique("断网了"), FIVE[:3], ["知识"])
         [(task, keys)] = service.create_tasks(pid, 3)
+        give(engine, "王五", task)
         broker.process.send_signal(signal.SIGSTOP)
         try:
             assert service.submit("outage-1", pid, "王五", "human", {"order": [[k] for k in keys]}, [], task)

@@ -19,7 +19,7 @@ from services.annotation.server import host
 from services.annotation.service import AnnotationService
 from services.hosting import HostConfig
 from services.store.accounts import AccountBook
-from tests.services.accounts import account, bearer
+from tests.services.accounts import account, bearer, give
 
 SERVICE = "cheems.v1.AnnotationService"
 RESPONSES = [(f"r{i}", f"第{i}个回答") for i in range(1, 6)]
@@ -58,6 +58,7 @@ def list_tasks(served: Served, body: str) -> dict[str, Any]:
 def test_list_tasks_for_an_annotator_from_json_without_a_deadline(served: Served) -> None:
     service = served.service
     prompt, tasks = service.take_sample("", "比较这五个回答", RESPONSES, ["推理"], None, "test", [], 3)
+    give(served.service.engine, "甲", tasks[0][0])
     service.submit("a1", prompt, "甲", "human", {"order": [[k] for k in tasks[0][1]]}, [], tasks[0][0])
     assert len(list_tasks(served, '{"groupSize": 3}')["tasks"]) == 4
     assert list_tasks(served, '{"groupSize": 3, "annotator": "甲"}') == {}  # 甲 did a triple of the only prompt

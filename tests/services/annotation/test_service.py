@@ -14,6 +14,7 @@ from services.store import repository
 from services.store.db import session_scope
 from services.store.filtered import filtered
 from services.store.models import AnnotationTask
+from tests.services.accounts import give
 
 RESPONSES = [(f"r{i}", f"第{i}个回答") for i in range(1, 6)]
 
@@ -37,6 +38,7 @@ def test_a_share_of_the_triples_gets_a_second_task_and_resolution_waits_for_it(e
     assert stored == {tid: 0 for tid, _ in originals} | {tid: 1 for tid, _ in copies}
     for n, (tid, keys) in enumerate(tasks):
         assert service.ranking(prompt) is None  # resolved only when the last task, a copy or not, is done
+        give(engine, f"annotator-{n}", tid)
         service.submit(f"a{n}", prompt, f"annotator-{n}", "human", {"order": [[k] for k in sorted(keys)]}, [], tid)
     resolved = service.ranking(prompt)
     assert resolved is not None and resolved.rank == {f"r{i}": i for i in range(1, 6)}
@@ -67,6 +69,7 @@ def test_the_rule_filter_keeps_abnormal_responses_out_of_every_task(engine: Engi
             ("r4", "too_long>120"),
         ]
         assert repository.responses_for(session, prompt)["r2"] == GARBLED  # stored, only not annotated
+    give(engine, "甲", tasks[0][0])
     service.submit("a1", prompt, "甲", "human", {"order": [["r1"], ["r3"], ["r5"]]}, [], tasks[0][0])
     assert set(service.resolve(prompt).rank) == {"r1", "r3", "r5"}  # (the pairs are still open)
 

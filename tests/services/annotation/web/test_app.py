@@ -17,6 +17,7 @@ from services.annotation.web.workbench import Workbench, WorkbenchConfig
 from services.store.db import session_scope
 from services.store.models import Annotation, Annotator, Ranking
 from tests.services.annotation.web.pages_data import Clock, add_people, add_prompt, call
+from tests.services.accounts import give
 from tests.web.conftest import serve_asgi
 from tests.web.headers import assert_secure, fetch, inline_code
 
@@ -87,12 +88,13 @@ def test_tasks_are_given_to_one_annotator_and_a_stale_or_completed_task_is_refus
     assert annotations(service) == 1
 
 
-def test_a_task_completed_over_grpc_meanwhile_is_refused(site: Any) -> None:
+def test_a_task_reassigned_and_completed_over_grpc_meanwhile_is_refused(site: Any) -> None:
     base, service, _ = site
     prompt_id = add_prompt(service, "第二题")
-    tokens = add_people(service, "甲")
+    tokens = add_people(service, "甲", "乙")
     task = call(base, "GET", "/api/tasks/next", tokens["甲"])[1]["task"]
-    service.submit("grpc-1", prompt_id, "机器", "human", {"order": [["r1"], ["r2"], ["r3"]]}, [], task["task_id"])
+    assert service.reassign(task["task_id"], "乙", "person:ops", "甲 is away") == "甲"
+    service.submit("grpc-1", prompt_id, "乙", "human", {"order": [["r1"], ["r2"], ["r3"]]}, [], task["task_id"])
     body = {"annotation_id": "a-1", "order": [["r3"], ["r2"], ["r1"]]}
     status, error = call(base, "POST", f"/api/tasks/{task['task_id']}/annotation", tokens["甲"], body)
     assert (status, error["reason"]) == (409, "task_completed") and "another annotator" in error["error"]
@@ -173,6 +175,7 @@ def test_the_overview_counts_done_and_open_work_agreement_and_cycles(site: Any) 
         if name == "马虎":  # the triple the page gave them
             assert call(base, "POST", f"/api/tasks/{task.task_id}/annotation", tokens[name], body)[0] == 200
         else:  # the page gives one person one triple of a prompt: 细心's three come over the gRPC path
+            give(service.engine, name, task.task_id)
             service.submit(body["annotation_id"], prompt_id, name, "human", {"order": body["order"]}, [], task.task_id)
     add_prompt(service, "第五题")
     call(base, "GET", "/api/tasks/next", tokens["马虎"])  # now holds one open task

@@ -23,6 +23,7 @@ from services.store import accounts, repository
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
 from services.store.models import Annotation
+from tests.services.accounts import give
 from tests.services.annotation.web.pages_data import add_prompt
 from tests.services.processes import CHEEMS, Service
 
@@ -191,6 +192,7 @@ def test_a_double_submit_is_stored_once_and_a_task_completed_elsewhere_is_explai
 
     # someone completes the task on screen meanwhile (a gRPC client here)
     [task] = [t for t in site.service.open_tasks(second)]
+    give(site.engine, "机器人", task.task_id)  # moved to them (as ReassignTask does), and they complete it
     site.service.submit("grpc-1", second, "机器人", "human", {"order": [["r1"], ["r3"], ["r2"]]}, [], task.task_id)
     for key in ("x", "1", "2"):  # A unusable, then B and C in turn
         page.keyboard.press(key)
@@ -215,6 +217,7 @@ def test_an_annotator_left_only_triples_of_a_prompt_they_did_is_told_so(page: An
     assert "还有 3 个三元组任务" in page.inner_text("#withheld") and page.is_visible("#empty")
     for n, task in enumerate(site.service.open_tasks(prompt_id)):  # others do them (the overview's queue stays)
         order = {"order": [[k] for k in task.contents]}
+        give(site.engine, f"他人{n}", task.task_id)
         site.service.submit(f"others-{n}", prompt_id, f"他人{n}", "human", order, [], task.task_id)
 
 
@@ -224,6 +227,7 @@ def double(site: Site, text: str, orders: dict[str, list[list[str]]]) -> None:
     with session_scope(site.engine) as session:
         repository.create_tasks(session, prompt_id, [["r1", "r2", "r3"]], "triple", copy=1)
     for (name, order), task in zip(orders.items(), site.service.open_tasks(prompt_id), strict=True):
+        give(site.engine, name, task.task_id)
         site.service.submit(f"{name}-{task.task_id[:8]}", prompt_id, name, "human", {"order": order}, [], task.task_id)
 
 
@@ -237,6 +241,7 @@ def annotate_four(site: Site, text: str, careless: int) -> None:
             neighbours = int(keys[2][1]) - int(keys[1][1]) == 1
             keys = [keys[0], keys[2], keys[1]] if neighbours else [keys[1], keys[0], keys[2]]
         order = {"order": [[k] for k in keys]}
+        give(site.engine, name, task.task_id)
         site.service.submit(f"{name}-{task.task_id[:8]}", prompt_id, name, "human", order, [], task.task_id)
 
 

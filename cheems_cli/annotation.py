@@ -21,7 +21,8 @@ from cheems_cli.options import (
 
 app = typer.Typer()
 annotate = typer.Typer(
-    help="Annotation steps: simulate, judge, distant supervision, export, filter.", no_args_is_help=True
+    help="Annotation steps: simulate, judge, distant supervision, export, filter; reassign a task, void an annotation.",
+    no_args_is_help=True,
 )
 
 
@@ -206,3 +207,68 @@ def annotate_simulate_humans(
     token = account_token(token_file, annotation_url, bool(tls_ca))
     stats = simulate_humans(annotation_url, items, config, accounts, token, tls_credentials(tls_ca))
     typer.echo(json.dumps(asdict(stats)))
+
+
+AnnotationUrl = Annotated[str, typer.Option(help="host:port of the annotation service's gRPC endpoint.")]
+Reason = Annotated[str, typer.Option(help="Why (required): recorded with your account as the actor.")]
+
+
+@annotate.command("reassign")
+@clear_errors
+def annotate_reassign(
+    task_id: Annotated[str, typer.Argument(help="The open task to move.")],
+    to: Annotated[str, typer.Option("--to", help="The annotator account that gets it.")],
+    reason: Reason,
+    annotation_url: AnnotationUrl,
+    tls_ca: TlsCa,
+    token_file: AccountTokenFile = None,
+) -> None:
+    """Give an open task to another annotator (operator or admin); its holder's submit is then refused."""
+    from cheems.v1 import annotation_pb2 as pb
+
+    request = pb.ReassignTaskRequest(task_id=task_id, annotator=to, reason=reason)
+    reply = _annotation_call(annotation_url, tls_ca, token_file, lambda stub: stub.ReassignTask(request, timeout=30))
+    typer.echo(f"task {task_id}: {to}'s now (held before by {reply.previous or 'nobody'})")
+
+
+@annotate.command("void")
+@clear_errors
+def annotate_void(
+    annotation_id: Annotated[str, typer.Argument(help="The annotation that no longer counts.")],
+    reason: Reason,
+    annotation_url: AnnotationUrl,
+    tls_ca: TlsCa,
+    token_file: AccountTokenFile = None,
+) -> None:
+    """Void an annotation (operator or admin): its prompt is resolved again without it, its task opens again."""
+    from cheems.v1 import annotation_pb2 as pb
+
+    request = pb.VoidAnnotationRequest(annotation_id=annotation_id, reason=reason)
+    reply = _annotation_call(annotation_url, tls_ca, token_file, lambda stub: stub.VoidAnnotation(request, timeout=30))
+    done = "voided" if reply.voided else "was void already"
+    typer.echo(f"annotation {annotation_id} {done}; prompt {reply.prompt_id} resolved without it")
+
+
+def _annotation_call(url: str, tls_ca: str, token_file: Path | None, call: Any) -> Any:
+    """`call(stub)` on the AnnotationService at `url` with the account's token; a refusal as a CheemsError."""
+    import grpc
+
+    from cheems import errors
+    from cheems.v1 import annotation_pb2_grpc
+    from services.channels import open_channel, tls_credentials
+
+    kinds: dict[grpc.StatusCode, type[errors.CheemsError]] = {
+        grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidInput,
+        grpc.StatusCode.NOT_FOUND: errors.NotFound,
+        grpc.StatusCode.FAILED_PRECONDITION: errors.Conflict,
+        grpc.StatusCode.UNAUTHENTICATED: errors.Unauthenticated,
+        grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDenied,
+        grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
+    }
+    with open_channel(url, tls_credentials(tls_ca), token=account_token(token_file, url)) as channel:
+        try:
+            return call(annotation_pb2_grpc.AnnotationServiceStub(channel))
+        except grpc.RpcError as e:
+            raise kinds.get(e.code(), errors.CheemsError)(
+                f"annotation service: {e.code().name}: {e.details()}"
+            ) from None

@@ -5,6 +5,10 @@ decodes requests, calls these methods and maps errors to statuses. A submit that
 open task of its prompt resolves the prompt (Algorithm 1) in the same transaction, so a prompt whose
 tasks are all done always has its ranking.
 
+A human annotation names a task assigned to its annotator, once (`services.store.assignments`: the claim rule
+both adapters share); resolution counts a discarded response as its annotator's vote (`algorithm.discards`) and
+leaves voided annotations out. An operator's `reassign` and `void` are recorded with their actor and reason.
+
 Given a Publisher, every stored change is announced at-least-once (`events.py`, through the store's
 outbox, so a broker outage never fails a submit): each newly stored annotation on
 cheems.annotations.v1, each stored ranking on cheems.rankings.v1, keyed by prompt id.
@@ -12,7 +16,9 @@ cheems.annotations.v1, each stored ranking on cheems.rankings.v1, keyed by promp
     service = AnnotationService(engine, Publisher("localhost:9092"))
     [(task_id, keys), *_] = service.create_tasks(prompt_id)          # triples of the responses the rule filter
                                                                      # keeps (and copies: `config.TaskConfig`)
-    service.submit("a1", prompt_id, "张三", "human", {"order": [["r1"], ["r2", "r3"]]}, [], task_id)
+    [task, *_] = service.assign("张三", timedelta(minutes=30))   # 张三's tasks (their ListTasks), one per prompt
+    service.submit("a1", prompt_id, "张三", "human", {"order": [["r1"], ["r2", "r3"]]}, [], task.task_id)
+    service.void("a1", "person:ops", "random orders")             # resolved again without it
     service.close()                                                  # stops the event relay
 """
 

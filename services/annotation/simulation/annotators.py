@@ -1,7 +1,7 @@
 """Simulated people for the demo: annotators working the annotation service's queue over gRPC.
 
 Each annotator lists the open triple-wise tasks it may take (its own ListTasks, which assigns them: none of a
-prompt it annotated, one per prompt, so a prompt's triples go to different annotators), takes one per prompt, orders each triple by the
+prompt it annotated, one per prompt, so a prompt's triples go to different annotators), orders each triple by the
 gold ranks of bench files with adjacent swaps at rate `noise` (`simulate.human_order`, the model `cheems
 annotate simulate` uses) and submits it (SubmitAnnotation, kind human), until no task it can judge is open to
 it (or none has been for `idle_seconds`, for a queue still being filled). A prompt of five triples needs five

@@ -44,7 +44,7 @@ def tasks(engine: Engine) -> tuple[str, list[str]]:
 def test_a_listing_assigns_one_task_of_a_prompt_and_lists_it_again(
     engine: Engine, tasks: tuple[str, list[str]]
 ) -> None:
-    pid, ids = tasks
+    _, ids = tasks
     with session_scope(engine) as s:
         [mine] = assign.assign_listed(s, "甲", NOW, LEASE)
         assert mine.task.id == ids[0] and mine.contents == {"r1": "一", "r2": "二", "r3": "三"}
@@ -71,9 +71,8 @@ def test_the_claim_rule(engine: Engine, tasks: tuple[str, list[str]]) -> None:
         assert assign.check_assigned(s, ids[0], pid, "甲").id == ids[0]
         repo.add_annotation(s, "a1", pid, "甲", "human", order, [], ids[0])
         repo.complete_task(s, ids[0])
-    with session_scope(engine) as s:
-        with pytest.raises(TaskAnnotated, match="by you"):
-            assign.check_assigned(s, ids[0], pid, "甲")
+    with session_scope(engine) as s, pytest.raises(TaskAnnotated, match="by you"):
+        assign.check_assigned(s, ids[0], pid, "甲")
 
 
 def test_a_reassigned_task_is_stale_for_its_holder_and_recorded(engine: Engine, tasks: tuple[str, list[str]]) -> None:
@@ -82,7 +81,7 @@ def test_a_reassigned_task_is_stale_for_its_holder_and_recorded(engine: Engine, 
         assign.assign_listed(s, "甲", NOW, LEASE)
         assign.assign_listed(s, "丙", NOW, LEASE)  # 丙 holds ids[1]: not independent of the prompt
     with session_scope(engine) as s:
-        with pytest.raises(InvalidRecord, match="丙 annotated prompt .* or holds another of its tasks"):
+        with pytest.raises(InvalidRecord, match=r"丙 annotated prompt .* or holds another of its tasks"):
             assign.reassign(s, ids[0], "丙", NOW, "person:ops", "甲 left")
         with pytest.raises(UnknownAnnotator):
             assign.reassign(s, ids[0], "nobody", NOW, "person:ops", "甲 left")

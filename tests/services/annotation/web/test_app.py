@@ -16,8 +16,8 @@ from services.annotation.web.app import create_app
 from services.annotation.web.workbench import Workbench, WorkbenchConfig
 from services.store.db import session_scope
 from services.store.models import Annotation, Annotator, Ranking
-from tests.services.annotation.web.pages_data import Clock, add_people, add_prompt, call
 from tests.services.accounts import give
+from tests.services.annotation.web.pages_data import Clock, add_people, add_prompt, call
 from tests.web.conftest import serve_asgi
 from tests.web.headers import assert_secure, fetch, inline_code
 

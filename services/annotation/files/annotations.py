@@ -10,7 +10,8 @@ name the file, line and field.
 Several lines may annotate one prompt (one line per annotator): lines with the same `input` are one
 prompt, whose annotations form one graph. They must agree on everything but their annotations: the
 system prompt, the category, and the content of each response id (a line may list only some of the
-responses); `discarded` ids of any line are discarded for the prompt, as in the store's resolution.
+responses); `discarded` ids of any line are discarded for the prompt (a file is one curated set; the store's
+resolution instead counts each discard as its annotator's vote: `algorithm.discards`).
 """
 
 from __future__ import annotations

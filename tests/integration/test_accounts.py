@@ -3,7 +3,11 @@ annotation, training, evaluation and the scorer called by a client built from se
 grpcurl's JSON, no deadline: without a token UNAUTHENTICATED, with a role that may not PERMISSION_DENIED naming the
 role it needs (and nothing stored either way), with the right role it works. A forged annotator is refused, the
 recorded actor and requester are the accounts, health stays open, a disabled account is refused at its next call,
-no token reaches the log; and the HTTP APIs as plain urllib calls them (401, 403, 200)."""
+no token reaches the log; and the HTTP APIs as plain urllib calls them (401, 403, 200). Then issue 36's table, one
+test per row as the attacker tried it with each role's own token: an annotator bends no ranking (tasks bound to
+assignments, one annotation per task, discards as votes), a judge speaks only for itself, an operator reaches no
+host file and runs no code, a revocation outlives `cheems up`, weak tokens are refused, the CLI keeps the saved
+token home, and the bus checks who publishes."""
 
 from __future__ import annotations
 
@@ -121,6 +125,13 @@ class System:
         return reply
 
 
+def human(prompt: str, task: dict, annotation_id: str, reverse: bool = False, **more: Any) -> dict:
+    """A human annotation of `task` (as ListTasks / CreateTasks return it): its responses in id order, or reversed."""
+    order = {"groups": [{"ids": [k]} for k in sorted(task["response_ids"], reverse=reverse)]}
+    body = {"annotation_id": annotation_id, "prompt_id": prompt, "task_id": task["task_id"], "order": order}
+    return {**body, "kind": "ANNOTATOR_KIND_HUMAN", **more}
+
+
 def serve(hosts: list[Any], host: GrpcHost) -> int:
     hosts.append(host.start())
     return host.port
@@ -199,19 +210,17 @@ def test_every_mutating_rpc_is_locked_and_opens_to_its_role(system: System, capl
         "tasks"
     ]
     anyone = "annotator, admin or service"
-    for n, task in enumerate(tasks):
-        order = {"groups": [{"ids": [k]} for k in sorted(task["response_ids"])]}
-        body = {
-            "annotation_id": f"a{n}",
-            "prompt_id": prompt,
-            "task_id": task["task_id"],
-            "kind": "ANNOTATOR_KIND_HUMAN",
-            "order": order,
-        }
-        if n == 0:
-            assert s.door("AnnotationService", "SubmitAnnotation", body, "张三", "ops", anyone)["created"]
-        else:
-            assert s.code("张三", "AnnotationService", "SubmitAnnotation", body) == grpc.StatusCode.OK
+    assert len(tasks) > 2
+    mine = s.clients["AnnotationService"].call("AnnotationService", "ListTasks", {}, s.tokens["张三"])[2]["tasks"]
+    assert len(mine) == 1  # listing assigns: one triple of the prompt to 张三
+    body = human(prompt, mine[0]["task"], "a0")
+    assert s.door("AnnotationService", "SubmitAnnotation", body, "张三", "ops", anyone)["created"]
+    other = next(t for t in tasks if t["task_id"] != mine[0]["task"]["task_id"])
+    reassign = {"task_id": other["task_id"], "annotator": "mallory", "reason": "mallory knows the domain"}
+    assert not s.door("AnnotationService", "ReassignTask", reassign, "ops", "张三", both).get("previous")  # nobody
+    assert s.code("mallory", "AnnotationService", "SubmitAnnotation", human(prompt, other, "a1")) == grpc.StatusCode.OK
+    void = {"annotation_id": "a1", "reason": "clicked through"}
+    assert s.door("AnnotationService", "VoidAnnotation", void, "boss", "judge", both)["voided"]
     forged = {
         "annotation_id": "forged",
         "prompt_id": prompt,
@@ -221,8 +230,8 @@ def test_every_mutating_rpc_is_locked_and_opens_to_its_role(system: System, capl
     }
     for who in ("mallory", "boss", "judge"):  # another person, an admin, a service: none may speak for 张三
         assert s.code(who, "AnnotationService", "SubmitAnnotation", forged) == grpc.StatusCode.PERMISSION_DENIED
-    ai = {**forged, "annotation_id": "ai", "annotator": "qwen-judge", "kind": "ANNOTATOR_KIND_AI"}
-    assert s.code("judge", "AnnotationService", "SubmitAnnotation", ai) == grpc.StatusCode.OK  # its judge's verdict
+    ai = {**forged, "annotation_id": "ai", "annotator": "", "kind": "ANNOTATOR_KIND_AI"}
+    assert s.code("judge", "AnnotationService", "SubmitAnnotation", ai) == grpc.StatusCode.OK  # under its own name
     s.door("AnnotationService", "Resolve", {"prompt_id": prompt}, "ops", "张三", both)
     s.door(
         "AnnotationService",
@@ -319,6 +328,76 @@ def test_the_http_apis_as_plain_urllib_calls_them(engine: Engine, account: Calla
 
 # Issue 36: each role can do its job and nothing more. One test per row of the issue's table, each as the attacker
 # tried it (the role's own token, the real services); each failed on the main of before.
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_an_annotator_bends_no_ranking_and_a_judge_speaks_only_for_itself(
+    system: System, engine: Engine, account: Callable[[str, str], str]
+) -> None:
+    s, client = system, system.clients["AnnotationService"]
+    responses = [{"id": f"r{i}", "content": f"第{i}个回答"} for i in range(1, 6)]
+    sample = {"sample": {"prompt": "比较这五个回答", "responses": responses, "category": ["推理"]}}
+    assert s.code("ops", "IngestionService", "Ingest", [sample]) == grpc.StatusCode.OK
+    with session_scope(engine) as session:
+        prompt = session.execute(select(Base.metadata.tables["prompts"].c.id)).scalar_one()
+    tasks = client.call("AnnotationService", "CreateTasks", {"prompt_id": prompt}, s.tokens["ops"])[2]["tasks"]
+    assert len(tasks) == 5
+
+    def call(who: str, method: str, body: dict, token: str = "") -> tuple[grpc.StatusCode, str, dict]:
+        return client.call("AnnotationService", method, body, token or s.tokens[who])
+
+    def ranking() -> dict[str, int]:
+        assert call("ops", "Resolve", {"prompt_id": prompt})[0] == grpc.StatusCode.OK
+        return call("ops", "GetRanking", {"prompt_id": prompt})[2].get("rank", {})
+
+    for n in range(3):  # three honest annotators rank their triples r1 > r2 > ... as listed
+        token = account(f"q{n}", ANNOTATOR)
+        [listed] = call("", "ListTasks", {}, token)[2]["tasks"]
+        task = listed["task"]
+        assert call("", "SubmitAnnotation", human(prompt, task, f"q{n}"), token)[0] == grpc.StatusCode.OK
+    honest = ranking()
+    assert len(set(honest.values())) > 1
+    everything = [r["id"] for r in responses]
+    # row 1: no task_id and `discarded` = every response wiped the prompt's ranking
+    wipe = {**human(prompt, {"task_id": "", "response_ids": everything}, "m0"), "discarded": everything}
+    code, details, _ = call("mallory", "SubmitAnnotation", wipe)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "task_id is required" in details, details
+    # row 2: the reversed order five times without task_id made all ties; with her own task, one counts
+    for n in range(5):
+        reversed_ = human(prompt, {"task_id": "", "response_ids": everything}, f"m{n + 1}", reverse=True)
+        assert call("mallory", "SubmitAnnotation", reversed_)[0] == grpc.StatusCode.INVALID_ARGUMENT
+    [listed] = call("mallory", "ListTasks", {})[2]["tasks"]
+    own = listed["task"]
+    codes = [
+        call("mallory", "SubmitAnnotation", human(prompt, own, f"o{n}", reverse=True, discarded=own["response_ids"]))[0]
+        for n in range(5)
+    ]
+    assert codes == [grpc.StatusCode.OK] + [grpc.StatusCode.ALREADY_EXISTS] * 4, codes
+    assert ranking() == honest  # her discards are her vote: the others' relations stand
+    # row 3: a task the page gave 张三 completed over gRPC by mallory
+    page = HttpServer(annotation_page(Workbench(AnnotationService(engine))), "127.0.0.1", 0).start()
+    try:
+        base = f"http://127.0.0.1:{page.port}"
+        given = knock(f"{base}/api/tasks/next", s.tokens["张三"])[1]["task"]
+        given["response_ids"] = [r["id"] for r in given["responses"]]
+        taken = human(prompt, given, "steal")
+        code, details, _ = call("mallory", "SubmitAnnotation", taken)
+        assert code == grpc.StatusCode.PERMISSION_DENIED and "not assigned to mallory" in details, details
+        body = {"annotation_id": "z1", "order": [[k] for k in given["response_ids"]]}
+        url = f"{base}/api/tasks/{given['task_id']}/annotation"
+        assert knock(url, s.tokens["张三"], body) == (200, {"created": True, "message": "submitted"})
+    finally:
+        page.stop()
+    # row 4: the service account's AI annotation as "alice"
+    pair = {"annotation_id": "ai-1", "prompt_id": prompt, "kind": "ANNOTATOR_KIND_AI"}
+    pair["pair"] = {"a": "r1", "b": "r2", "verdict": "VERDICT_A_BETTER"}
+    code, details, _ = call("judge", "SubmitAnnotation", {**pair, "annotator": "alice"})
+    assert code == grpc.StatusCode.PERMISSION_DENIED and "in the name of 'alice'" in details, details
+    assert call("judge", "SubmitAnnotation", pair)[0] == grpc.StatusCode.OK
+    with session_scope(engine) as session:
+        table = Base.metadata.tables["annotations"]
+        stored = dict(session.execute(select(table.c.id, table.c.annotator)).all())
+    assert stored["ai-1"] == "judge" and [a for a in stored.values() if a == "mallory"] == ["mallory"]
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
@@ -432,3 +511,24 @@ def test_the_cli_sends_the_saved_operator_token_to_no_other_listener(
         stranger.stop(None)
     assert recorder.seen and recorder.authorizations() == [], result.output
     assert f"no token sent to 127.0.0.1:{port}" in result.output and saved not in result.output
+
+
+def test_the_bus_checks_who_publishes_and_reads() -> None:
+    from cheems.errors import ConfigError
+    from tests.k8s.manifests import by_kind, render
+    from tests.k8s.test_kafka_users import acls_of
+
+    # row 8: with no credential, anyone could publish samples and read every annotation
+    for host in ("0.0.0.0", "::", "10.1.2.3"):  # the embedded broker authenticates no one: loopback only
+        with pytest.raises(ConfigError, match="no authentication and listens on loopback only"):
+            EmbeddedBroker(host=host)
+    docs = render("overlays/prod")
+    [kafka] = by_kind(docs, "Kafka").values()
+    listeners = kafka["spec"]["kafka"]["listeners"]
+    assert listeners and all(x["tls"] and x["authentication"]["type"] == "scram-sha-512" for x in listeners)
+    assert kafka["spec"]["kafka"]["authorization"]["type"] == "simple"
+    users = {name: acls_of(user) for name, user in by_kind(docs, "KafkaUser").items()}
+    assert {u for u, acls in users.items() if ("topic", "cheems.samples.v1", "Write") in acls} == {"cheems-ingestion"}
+    assert not [u for u, acls in users.items() if ("topic", "cheems.annotations.v1", "Read") in acls]  # none reads
+    readers = {u for u, acls in users.items() if ("topic", "cheems.samples.v1", "Read") in acls}
+    assert readers == {"cheems-annotation", "cheems-judge"}

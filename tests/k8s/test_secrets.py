@@ -34,7 +34,7 @@ def literals(node: Any, where: str) -> list[str]:
             if generator.get("literals"):
                 found.append(f"{where}: secretGenerator {generator.get('name')} has literals")
         name, value = str(node.get("name", "")), node.get("value")
-        if isinstance(value, str) and value and SECRET_NAME.search(name):
+        if isinstance(value, str) and value and SECRET_NAME.search(name) and not name.endswith("_FILE"):  # a path
             found.append(f"{where}: env {name} has a value")
         for key, child in node.items():
             found += literals(child, f"{where}.{key}")

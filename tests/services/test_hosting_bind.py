@@ -41,7 +41,7 @@ def first(model: Path) -> Iterator[ScorerServer]:
 
 def scores(port: int) -> list[float]:
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        return list(reward_pb2_grpc.RewardServiceStub(channel).Score(REQUEST, timeout=10).scores)
+        return list(reward_pb2_grpc.RewardServiceStub(channel).Score(REQUEST, timeout=60).scores)
 
 
 def health_status(port: int) -> int:

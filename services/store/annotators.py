@@ -60,16 +60,29 @@ def claim_next(session: Session, name: str, now: datetime, lease: timedelta) -> 
         task = session.scalar(free)
     if task is None:
         return None
-    claim = session.get(TaskClaim, (task.id, name))
-    if claim is None:
-        session.add(TaskClaim(task_id=task.id, annotator=name, claimed_at=now))
-    else:
-        claim.claimed_at = now
+    claim(session, task.id, name, now)
     session.flush()
-    prompt = session.get(Prompt, task.prompt_id)
-    assert prompt is not None  # a task's prompt is a foreign key
-    contents = responses_for(session, task.prompt_id)
-    return QueuedTask(task, prompt, {k: contents[k] for k in task.response_keys})
+    return queued(session, [task])[0]
+
+
+def claim(session: Session, task_id: str, name: str, now: datetime) -> None:
+    """`name` holds the task from `now` (their claim made, or renewed)."""
+    found = session.get(TaskClaim, (task_id, name))
+    if found is None:
+        session.add(TaskClaim(task_id=task_id, annotator=name, claimed_at=now))
+    else:
+        found.claimed_at = now
+
+
+def queued(session: Session, tasks: list[AnnotationTask]) -> list[QueuedTask]:
+    """Each task with its prompt and its responses' contents, as an annotator is shown it."""
+    out = []
+    for task in tasks:
+        prompt = session.get(Prompt, task.prompt_id)
+        assert prompt is not None  # a task's prompt is a foreign key
+        contents = responses_for(session, task.prompt_id)
+        out.append(QueuedTask(task, prompt, {k: contents[k] for k in task.response_keys}))
+    return out
 
 
 def withheld(session: Session, name: str, now: datetime, lease: timedelta) -> int:

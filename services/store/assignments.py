@@ -34,7 +34,7 @@ from sqlalchemy.orm import Session
 
 from cheems.roles import ANNOTATE
 from services.store import validate as v
-from services.store.annotators import ever_held, held_since, holder
+from services.store.annotators import claim, ever_held, held_since, holder, queued
 from services.store.errors import (
     InvalidRecord,
     NotAssigned,
@@ -45,8 +45,7 @@ from services.store.errors import (
     UnknownAnnotator,
     UnknownTask,
 )
-from services.store.models import Annotation, AnnotationCorrection, AnnotationTask, Annotator, Prompt, TaskClaim
-from services.store.repository import responses_for
+from services.store.models import Annotation, AnnotationCorrection, AnnotationTask, Annotator, TaskClaim
 from services.store.tasks import QueuedTask, independent_of
 
 SCAN = 16  # free tasks read per task wanted: a prompt has several, and only one of them is given to one person
@@ -111,19 +110,9 @@ def assign_listed(
             prompts.add(pid)
             tasks.append(task)
     for task in tasks:
-        _claim(session, task.id, name, now)
+        claim(session, task.id, name, now)
     session.flush()
     return queued(session, tasks)
-
-
-def queued(session: Session, tasks: list[AnnotationTask]) -> list[QueuedTask]:
-    out = []
-    for task in tasks:
-        prompt = session.get(Prompt, task.prompt_id)
-        assert prompt is not None  # a task's prompt is a foreign key
-        contents = responses_for(session, task.prompt_id)
-        out.append(QueuedTask(task, prompt, {k: contents[k] for k in task.response_keys}))
-    return out
 
 
 def reassign(session: Session, task_id: str, to: str, now: datetime, actor: str, reason: str) -> str | None:
@@ -146,7 +135,7 @@ def reassign(session: Session, task_id: str, to: str, now: datetime, actor: str,
                 f"annotator: {to} annotated prompt {task.prompt_id} or holds another of its tasks: "
                 "a prompt's triples go to different people"
             )
-    _claim(session, task_id, to, now)
+    claim(session, task_id, to, now)
     _record(session, "reassigned", task_id, None, to, previous, actor, reason, now)
     return previous
 
@@ -179,14 +168,6 @@ def _reason(reason: str, action: str, actor: str) -> str:
     if not reason.strip():
         raise InvalidRecord(f"reason: say why it is {action} (it is recorded with {actor})")
     return v.text("reason", reason)
-
-
-def _claim(session: Session, task_id: str, name: str, now: datetime) -> None:
-    claim = session.get(TaskClaim, (task_id, name))
-    if claim is None:
-        session.add(TaskClaim(task_id=task_id, annotator=name, claimed_at=now))
-    else:
-        claim.claimed_at = now
 
 
 def _record(

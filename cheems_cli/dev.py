@@ -76,3 +76,43 @@ def dev_judge_server(
     with JudgeServer(judge, host, port) as server:
         typer.echo(f"judge server at {server.base_url}: model {model}, {len(items)} prompts, noise {noise}")
         stop.wait()
+
+
+@dev.command("soak")
+@clear_errors
+def dev_soak(
+    out: Annotated[Path, typer.Option(help="The system's data dir and the soak's report (made fresh).")] = Path(
+        "out/soak"
+    ),
+    db: Annotated[str, typer.Option(help="The store: a SQLAlchemy URL (default: SQLite in --out).")] = "",
+    minutes: Annotated[float, typer.Option(min=0, help="Minutes of random kills.")] = 2.0,
+    kill_every: Annotated[float, typer.Option(min=1, help="Seconds between kills.")] = 20.0,
+    settle: Annotated[
+        float, typer.Option(min=0, help="Seconds the system gets to deliver what it acknowledged.")
+    ] = 180.0,
+    ingest_rate: Annotated[float, typer.Option(min=0.1, help="Prompts ingested a second.")] = 5.0,
+    annotators: Annotated[int, typer.Option(min=5, help="Annotators, each with an account of their own.")] = 12,
+    run_every: Annotated[float, typer.Option(min=0, help="Seconds between evaluation runs (0 = none).")] = 90.0,
+    kill_up: Annotated[bool, typer.Option(help="SIGKILL `cheems up` itself at the end and start it again.")] = True,
+    seed: Annotated[int, typer.Option(help="Picks the victims.")] = 0,
+    ports_from: Annotated[int, typer.Option(help="The system's block of ports (0 = a free block).")] = 0,
+) -> None:
+    """Chaos soak: `cheems up` under load through the real gRPC APIs while a random process of any service (the
+    broker, Triton, torchrun and vLLM children included) is SIGKILLed every --kill-every seconds, then `cheems up`
+    itself; afterwards every acknowledged write is checked against the store and the bus. Prints a table (checks,
+    kills with recovery times, client errors by code), writes OUT/report.json, exits 1 on any failed check."""
+    import json
+
+    from system.soak.config import SoakConfig
+    from system.soak.report import as_json, render
+    from system.soak.run import soak
+
+    config = SoakConfig(
+        out=out, db=db, kill_minutes=minutes, kill_every=kill_every, settle=settle, ingest_rate=ingest_rate,
+        annotators=annotators, run_every=run_every, kill_up=kill_up, seed=seed, ports_from=ports_from,
+    )  # fmt: skip
+    result = soak(config, typer.echo)
+    typer.echo(render(result))
+    (out / "report.json").write_text(json.dumps(as_json(result), indent=2), encoding="utf-8")
+    if not result.ok:
+        raise typer.Exit(1)

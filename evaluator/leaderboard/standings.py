@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 
 from evaluator.metrics import EvalResult, SubsetMetrics
 from evaluator.report import from_json, to_json
-from services.store import eval_queries, registry, repository
+from services.store import reads, registry, repository
 from services.store.db import session_scope
 from services.store.errors import UnknownModel
 from services.store.models import Dataset, EvalRun, RegisteredModel
@@ -102,9 +102,9 @@ def rank_order(board: Sequence[Standing]) -> list[Standing]:
 def standings(engine: Engine) -> list[Standing]:
     """Every model registered or named by a run, best first (`rank_order`)."""
     with session_scope(engine) as session:
-        runs = eval_queries.model_runs(session)
-        scored = eval_queries.scored_counts(session, [r.id for r in runs if r.state != "succeeded"])
-        models = eval_queries.models_by_id(session)
+        runs = reads.model_runs(session)
+        scored = reads.scored_counts(session, [r.id for r in runs if r.state != "succeeded"])
+        models = reads.models_by_id(session)
         summaries = [summary(r, scored.get(r.id, r.items_total if r.state == "succeeded" else 0)) for r in runs]
     by_model: dict[str, list[RunSummary]] = {model_id: [] for model_id in models}
     for run in summaries:  # oldest first: the last of each model is its newest
@@ -116,10 +116,10 @@ def model_view(engine: Engine, model_id: str) -> ModelView:
     """The model's standing and run history; UnknownModel if it is neither registered nor evaluated."""
     with session_scope(engine) as session:
         runs = repository.runs_of_model(session, model_id)
-        registered = eval_queries.models_by_id(session, [model_id]).get(model_id)
+        registered = reads.models_by_id(session, [model_id]).get(model_id)
         if registered is None and not runs:
             raise UnknownModel(f"no model {model_id!r}: it is neither registered nor named by an evaluation run")
-        scored = eval_queries.scored_counts(session, [r.id for r in runs])
+        scored = reads.scored_counts(session, [r.id for r in runs])
         history = [summary(r, scored[r.id]) for r in runs]
         made_of = session.get(Dataset, registered.dataset_id) if registered and registered.dataset_id else None
         dataset = registry.dataset_json(made_of) if made_of is not None else None

@@ -1,0 +1,88 @@
+"""Reads across many rows, nothing written: evaluation runs for the leaderboard, and what the store holds of a
+set of acknowledged writes (the chaos soak's audit, `system.soak.checks`).
+
+    with session_scope(engine) as s:
+        runs = model_runs(s)                          # every run of a model, oldest first
+        scored = scored_counts(s, [r.id for r in runs])   # {run id: items scored}, one query
+        ids = prompt_ids(s, texts)                    # {prompt text: the ids of the prompts with that text}
+
+`repository.runs_of_model` and `repository.run_scores` serve one model's history and one run's scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from services.store.models import Annotation, AnnotationTask, EvalRun, EvalScore, Prompt, Ranking, RegisteredModel
+
+
+def model_runs(session: Session) -> list[EvalRun]:
+    """Every evaluation run that names a model (registered or not), oldest first."""
+    query = select(EvalRun).where(EvalRun.model_id.is_not(None)).order_by(EvalRun.created_at, EvalRun.id)
+    return list(session.scalars(query))
+
+
+def scored_counts(session: Session, run_ids: Iterable[str]) -> dict[str, int]:
+    """{run id: how many of its items have their scores stored} for `run_ids` (0 for a run with none)."""
+    ids = sorted(set(run_ids))
+    if not ids:
+        return {}
+    query = select(EvalScore.run_id, func.count()).where(EvalScore.run_id.in_(ids)).group_by(EvalScore.run_id)
+    counts = {run_id: 0 for run_id in ids}
+    counts.update({str(run_id): int(n) for run_id, n in session.execute(query)})
+    return counts
+
+
+def models_by_id(session: Session, model_ids: Iterable[str] | None = None) -> dict[str, RegisteredModel]:
+    """The registered models among `model_ids` (all of them when None), by id."""
+    query = select(RegisteredModel)
+    if model_ids is not None:
+        ids = sorted(set(model_ids))
+        if not ids:
+            return {}
+        query = query.where(RegisteredModel.id.in_(ids))
+    return {model.id: model for model in session.scalars(query)}
+
+
+def prompt_ids(session: Session, texts: Iterable[str]) -> dict[str, list[str]]:
+    """{text: the ids of the stored prompts with that text} for `texts` (an empty list for a text not stored)."""
+    wanted = sorted(set(texts))
+    found: dict[str, list[str]] = {text: [] for text in wanted}
+    for chunk in _chunks(wanted):
+        for prompt_id, text in session.execute(select(Prompt.id, Prompt.text).where(Prompt.text.in_(chunk))):
+            found[text].append(prompt_id)
+    return found
+
+
+def task_groups(session: Session, prompt_ids: Iterable[str]) -> dict[str, list[tuple[tuple[str, ...], int]]]:
+    """{prompt id: (its task's responses, copy) for every task of the prompt} (an empty list for a prompt with none)."""
+    wanted = sorted(set(prompt_ids))
+    found: dict[str, list[tuple[tuple[str, ...], int]]] = {prompt_id: [] for prompt_id in wanted}
+    for chunk in _chunks(wanted):
+        query = select(AnnotationTask.prompt_id, AnnotationTask.response_keys, AnnotationTask.copy)
+        for prompt_id, keys, copy in session.execute(query.where(AnnotationTask.prompt_id.in_(chunk))):
+            found[prompt_id].append((tuple(sorted(keys)), int(copy)))
+    return found
+
+
+def annotations_by_id(session: Session, ids: Iterable[str]) -> dict[str, bool]:
+    """{annotation id: whether it counts (not voided)} for the stored ones among `ids`."""
+    found: dict[str, bool] = {}
+    for chunk in _chunks(sorted(set(ids))):
+        query = select(Annotation.id, Annotation.voided_at).where(Annotation.id.in_(chunk))
+        found.update({str(i): voided is None for i, voided in session.execute(query)})
+    return found
+
+
+def ranked_prompts(session: Session) -> set[str]:
+    """The ids of every prompt with a resolved ranking."""
+    return {str(prompt_id) for prompt_id in session.scalars(select(Ranking.prompt_id))}
+
+
+def _chunks(values: list[str], size: int = 500) -> Iterable[list[str]]:
+    """`values` in slices small enough for one IN (...) on every database."""
+    for start in range(0, len(values), size):
+        yield values[start : start + size]

@@ -1,0 +1,133 @@
+"""The soak's faults: which processes make up each service of a running `cheems up`, a random one SIGKILLed on a
+period, and how long its service took to answer its health check again.
+
+The tree is read from the OS (psutil): `cheems up`'s children are the services (matched to the plan by their
+command lines), everything below a child (Tansu under the broker, Triton and its stubs under the scorer, torchrun
+workers, a vLLM engine) belongs to that service. A victim is drawn service first, then one of its processes, so
+the broker is hit as often as the scorer however many processes each has.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import psutil
+
+from system.plan import Process
+from system.supervisor import grpc_health
+
+
+@dataclass(frozen=True)
+class Kill:
+    """One fault: when (seconds into the soak), which service, which process, and the seconds until the service
+    answered its health check again (None: not within the wait)."""
+
+    at: float
+    service: str
+    pid: int
+    process: str
+    recovery: float | None
+
+
+def services(up_pid: int, plan: Sequence[Process]) -> dict[str, list[psutil.Process]]:
+    """{service name: its processes, the service's own first} of the `cheems up` whose pid is `up_pid`."""
+    found: dict[str, list[psutil.Process]] = {}
+    try:
+        children = psutil.Process(up_pid).children()
+    except psutil.NoSuchProcess:
+        return found
+    for child in children:
+        try:
+            name = service_of(child.cmdline(), plan)
+            if name is not None:
+                found[name] = [child, *child.children(recursive=True)]
+        except psutil.Error:  # it died while we looked: it is not a victim now
+            continue
+    return found
+
+
+def service_of(cmdline: Sequence[str], plan: Sequence[Process]) -> str | None:
+    """The plan's process whose arguments the command line ends with (`python -m cheems_cli ARGS`)."""
+    for process in plan:
+        if not process.once and tuple(cmdline[-len(process.args) :]) == process.args:
+            return process.name
+    return None
+
+
+def answers(process: Process, timeout: float = 1.0) -> bool:
+    """The service's health: SERVING on its gRPC port, or a TCP connect for the broker."""
+    if process.health == "tcp":
+        try:
+            with socket.create_connection(("127.0.0.1", process.port), timeout=timeout):
+                return True
+        except OSError:
+            return False
+    return grpc_health(f"127.0.0.1:{process.port}", timeout) == "SERVING"
+
+
+def recovery(process: Process, since: float, patience: float) -> float | None:
+    """Seconds from `since` until the service answers after having failed to (a process whose death its service
+    shrugged off answers all along: 0); None if it does not answer within `patience` seconds."""
+    failed = False
+    while time.monotonic() - since < patience:
+        if answers(process):
+            if failed:
+                return time.monotonic() - since
+            if time.monotonic() - since > 3.0:  # a kill that stops the service shows within a few polls
+                return 0.0
+        else:
+            failed = True
+        time.sleep(0.25)
+    return None
+
+
+class Chaos:
+    """Kills a random process of a random service every `every` seconds until stopped; `kills` holds the record."""
+
+    def __init__(self, up_pid: int, plan: Sequence[Process], every: float, seed: int, began: float) -> None:
+        self.up_pid, self.plan, self.every, self.began = up_pid, list(plan), every, began
+        self.by_name: Mapping[str, Process] = {p.name: p for p in plan}
+        self.rng = random.Random(seed)
+        self.kills: list[Kill] = []
+        self.stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="soak-chaos", daemon=True)
+        self._lock = threading.Lock()
+
+    def start(self) -> Chaos:
+        self._thread.start()
+        return self
+
+    def finish(self) -> list[Kill]:
+        self.stop.set()
+        self._thread.join()
+        return list(self.kills)
+
+    def _loop(self) -> None:
+        while not self.stop.wait(self.every):
+            victim = self._draw()
+            if victim is None:
+                continue
+            name, process = victim
+            killed_at = time.monotonic()
+            try:
+                label = process.name()
+                os.kill(process.pid, signal.SIGKILL)
+            except (psutil.Error, ProcessLookupError):
+                continue
+            back = recovery(self.by_name[name], killed_at, patience=max(self.every * 4, 120.0))
+            self.kills.append(Kill(killed_at - self.began, name, process.pid, label, back))
+
+    def _draw(self) -> tuple[str, psutil.Process] | None:
+        tree = services(self.up_pid, self.plan)
+        names = sorted(name for name, processes in tree.items() if processes)
+        if not names:
+            return None
+        name = self.rng.choice(names)
+        return name, self.rng.choice(tree[name])

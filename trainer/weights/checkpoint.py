@@ -1,7 +1,12 @@
 """Checkpoints that resume exactly: model, optimizer, scheduler, sampler position and RNG.
 
-Layout: OUT/checkpoints/step-00000042/. `position.json` is written last, after every rank has written its part,
-so a directory without it is an interrupted save and is ignored. Two formats, recorded in `position.json`:
+Layout: OUT/checkpoints/step-00000042/. `position.json` is written last, after every rank has written its part
+and rank 0 has synced the folder to disk, and atomically (`trainer.weights.durable.write_atomic`), so a
+directory without it is an interrupted save and is ignored; one whose `position.json` does not parse (torn by a
+save before writes were atomic, or a damaged disk) is skipped by `latest` with a warning. A save into a folder
+that holds a checkpoint already removes its `position.json` first: incomplete until rewritten whole.
+
+Two formats, recorded in `position.json`:
 
 - full (DDP and one process): {model.safetensors, config.json, tokenizer files, trainer_state.pt}; rank 0
   gathers the whole model and optimizer state and writes them; the directory loads as a Hugging Face model.
@@ -16,6 +21,7 @@ sharded ones); `trainer_state.pt` is read with `weights_only=True` (no arbitrary
 from __future__ import annotations
 
 import json
+import logging
 import random
 from pathlib import Path
 from typing import Any
@@ -33,7 +39,9 @@ from torch.distributed.checkpoint.state_dict import (
 from cheems.errors import ConfigError
 from cheems.model import save_model
 from trainer.distributed import World, barrier
+from trainer.weights.durable import sync_folder, sync_tree, write_atomic
 
+log = logging.getLogger(__name__)
 POSITION = "position.json"
 TRAINER_STATE = "trainer_state.pt"
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -45,8 +53,21 @@ def checkpoint_dir(out_dir: str | Path, step: int) -> Path:
 
 
 def latest(out_dir: str | Path) -> Path | None:
-    complete = sorted(p.parent for p in (Path(out_dir) / "checkpoints").glob(f"step-*/{POSITION}"))
-    return complete[-1] if complete else None
+    """The newest complete checkpoint: the newest whose `position.json` reads as a JSON object (a torn one is
+    skipped with a warning, and the one before it taken)."""
+    marked = (Path(out_dir) / "checkpoints").glob(f"step-*/{POSITION}")
+    for directory in sorted((p.parent for p in marked), reverse=True):
+        if _readable(directory / POSITION):
+            return directory
+        log.warning("%s: its %s does not parse: skipped, resuming from an earlier checkpoint", directory, POSITION)
+    return None
+
+
+def _readable(path: Path) -> bool:
+    try:
+        return isinstance(json.loads(path.read_text(encoding="utf-8")), dict)
+    except (OSError, ValueError):
+        return False
 
 
 def save(
@@ -61,6 +82,9 @@ def save(
     sharded: bool = False,
 ) -> None:
     """Every rank calls this. Full: rank 0 gathers and writes; sharded: each rank writes its shards."""
+    if world.is_main and (directory / POSITION).exists():  # written again: incomplete until its new position is
+        (directory / POSITION).unlink()
+        sync_folder(directory)
     if sharded:
         _save_sharded(directory, model, base, tokenizer, optimizer, world)
         extra: dict[str, Any] = {}
@@ -73,8 +97,8 @@ def save(
         torch.save({**extra, "scheduler": scheduler.state_dict(), "rng": _rng_state()}, directory / TRAINER_STATE)
     barrier(world)  # every rank's part is on disk before the position marks the checkpoint complete
     if world.is_main:
-        text = json.dumps({**position, "format": FORMATS[sharded]})
-        (directory / POSITION).write_text(text + "\n", encoding="utf-8")
+        sync_tree(directory)  # every part on disk before the marker that says the checkpoint is whole
+        write_atomic(directory / POSITION, json.dumps({**position, "format": FORMATS[sharded]}) + "\n")
     barrier(world)
 
 

@@ -9,11 +9,26 @@ fits one shard is one `model.safetensors`, as `save_pretrained` writes it; a lar
 `model-00001-of-0000N.safetensors`... with `model.safetensors.index.json`, the layout transformers, vLLM and
 our scorer load. Config, tokenizer, chat template and `cheems_metadata.json` are written as
 `cheems.model.save_model` writes them (self-describing, `describe_reward_model`).
+
+An export replaces the folder whole. Rank 0 writes into a sibling folder of its own (`.model.partial-<pid>`
+beside `model`: the same filesystem), syncs every file in it to disk, and only then swaps it into place: one
+renameat2(RENAME_EXCHANGE) on Linux, so a reader of `model` finds the old folder or the new one, never neither;
+where the filesystem cannot exchange, the old folder is renamed aside (`.model.old-<pid>`) and the new one
+renamed in. The old model is removed after. Killed at any instant, `model` holds the old complete model or the
+new complete one, never a mix of the two nor a half-written folder; the one gap is the fallback's instant between
+its renames, when `model` is missing and the old model lies beside it as `.model.old-*`. The next export puts
+such an old folder back and removes every leftover `.model.partial-*` and `.model.old-*` before it writes (one
+exporter per destination). What the swap cannot give: a reader opening the model's files one by one while it
+happens resolves each path when it opens it, so it may get files of both; the training service registers a
+model only once its run has ended.
 """
 
 from __future__ import annotations
 
+import glob
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +36,12 @@ import torch
 
 from cheems.model import describe_reward_model, write_metadata
 from trainer.distributed import World, barrier
+from trainer.weights.durable import exchange, sync_folder, sync_tree
 
 SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 DEFAULT_MAX_SHARD_BYTES = 5_000_000_000  # transformers' save_pretrained default, "5GB"
+PARTIAL, OLD = "partial", "old"  # the kinds of folder an export leaves beside its destination while it runs
 
 
 class ShardWriter:
@@ -79,23 +96,88 @@ def export_model(
     world: World,
     max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
 ) -> Path | None:
-    """Every rank calls it; rank 0 writes `directory` and returns it, the others return None."""
-    writer = None
-    if world.is_main:
-        directory.mkdir(parents=True, exist_ok=True)
-        for old in [*directory.glob("*.safetensors"), *directory.glob(INDEX)]:
-            old.unlink()  # a new export replaces an older one's shards
-        writer = ShardWriter(directory, max_shard_bytes)
-    for name, tensor in base.state_dict().items():
-        whole = full_tensor(tensor)
-        if writer is not None:
-            writer.add(name, whole)
-        del whole
-    if writer is not None:
-        writer.finish()
-        write_companions(base, tokenizer, directory, metadata)
+    """Every rank calls it (each takes part in gathering the sharded tensors); rank 0 writes the export aside and
+    swaps it into `directory`, and returns it; the others wait at the closing barrier until the new model is in
+    place, and return None."""
+    target = directory.resolve()  # a link to the models' volume: the swap happens there, the link stays
+    staging = begin(target) if world.is_main else None
+    try:
+        writer = ShardWriter(staging, max_shard_bytes) if staging is not None else None
+        for name, tensor in base.state_dict().items():
+            whole = full_tensor(tensor)
+            if writer is not None:
+                writer.add(name, whole)
+            del whole
+        if writer is not None and staging is not None:
+            writer.finish()
+            write_companions(base, tokenizer, staging, metadata)
+            publish(staging, target)
+    except BaseException:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
     barrier(world)
     return directory if world.is_main else None
+
+
+def begin(directory: Path) -> Path:
+    """A fresh, empty folder beside `directory` to write an export into, once what a killed export left is
+    undone (`recover`)."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    recover(directory)
+    staging = _beside(directory, PARTIAL)
+    staging.mkdir()
+    return staging
+
+
+def recover(directory: Path) -> None:
+    """Undo what a killed export left beside `directory`: an old model renamed aside with nothing renamed in
+    after it goes back; every other leftover (a partial export, an old model not yet removed) goes."""
+    pattern = f".{glob.escape(directory.name)}."
+    old = sorted(directory.parent.glob(f"{pattern}{OLD}-*"))  # one at most, unless exports overlapped
+    if old and not os.path.lexists(directory):
+        os.rename(old.pop(), directory)
+        sync_folder(directory.parent)
+    for leftover in [*old, *directory.parent.glob(f"{pattern}{PARTIAL}-*")]:
+        _remove(leftover)
+
+
+def publish(staging: Path, directory: Path) -> None:
+    """Sync the finished export in `staging` to disk, swap it into `directory`, then remove the old model."""
+    sync_tree(staging)
+    old: Path | None = None
+    if not os.path.lexists(directory):
+        os.rename(staging, directory)
+    elif exchange(staging, directory):
+        old = staging  # the old model now lies where the new one was written
+    else:
+        old = _rename_aside(staging, directory)
+    sync_folder(directory.parent)
+    if old is not None:
+        _remove(old)
+
+
+def _rename_aside(staging: Path, directory: Path) -> Path:
+    """Where the filesystem cannot exchange: the old folder aside, the new one in; the old one's new path."""
+    old = _beside(directory, OLD)
+    os.rename(directory, old)
+    try:
+        os.rename(staging, directory)
+    except BaseException:
+        os.rename(old, directory)
+        raise
+    return old
+
+
+def _beside(directory: Path, kind: str) -> Path:
+    return directory.with_name(f".{directory.name}.{kind}-{os.getpid()}")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def full_tensor(tensor: torch.Tensor) -> torch.Tensor:

@@ -8,18 +8,17 @@ forward and backward, float32 gradient reduction, when `bf16` is set on CUDA; fl
 `CPUOffloadPolicy` with `cpu_offload`), the shards are materialised on the device (`to_empty`), and each rank
 reads from the checkpoint's safetensors files only the rows of each tensor it owns: plain reads at the offsets
 the file's header gives, 64 MiB at a time, no communication and no mapping, so a load adds one chunk of host
-memory to the shards themselves. Every rank needs the checkpoint's files (a shared filesystem, or a copy per
-node). Buffers that are not saved (the rotary embedding's `inv_freq`) are recomputed by building their module
-again on the CPU. A chat model's checkpoint has no reward head: it gets the head `load_model` would give it
-(`cheems.model.fresh_head`).
+memory to the shards themselves. Each stored tensor's shape and dtype are checked against the model's first,
+and every read for its length (`trainer.weights.stored`): a file cut short or a mismatched checkpoint is
+refused, never loaded as zeros or a neighbour's bytes. Every rank needs the checkpoint's files (a shared
+filesystem, or a copy per node). Buffers that are not saved (the rotary embedding's `inv_freq`) are recomputed
+by building their module again on the CPU. A chat model's checkpoint has no reward head: it gets the head
+`load_model` would give it (`cheems.model.fresh_head`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,21 +29,9 @@ from cheems.errors import ModelError
 from cheems.model import empty_model, fresh_head, head_of
 from trainer.config import TrainConfig
 from trainer.distributed import World
+from trainer.weights.stored import Stored, check_target, read_rows, stored_tensors
 
 log = logging.getLogger(__name__)
-CHUNK_BYTES = 64 * 2**20  # rows read and copied at a time: the host memory a load adds
-DTYPES = {  # safetensors' dtype names
-    "F64": torch.float64,
-    "F32": torch.float32,
-    "F16": torch.float16,
-    "BF16": torch.bfloat16,
-    "I64": torch.int64,
-    "I32": torch.int32,
-    "I16": torch.int16,
-    "I8": torch.int8,
-    "U8": torch.uint8,
-    "BOOL": torch.bool,
-}
 
 
 def prepare(base: Any, config: TrainConfig) -> None:
@@ -128,7 +115,8 @@ def restore_buffers(model: nn.Module, device: torch.device) -> None:
 def load_weights(model: nn.Module, directory: Path, seed: int) -> None:
     """Fill every parameter and saved buffer of `model` (sharded DTensors or plain tensors) from the safetensors
     files in `directory`, each rank reading only its rows; a missing reward head gets `fresh_head(model, seed)`.
-    Refuses a checkpoint missing anything else."""
+    Refuses a checkpoint missing anything else, or storing a tensor of another shape or kind of dtype than the
+    model's, or cut short (`trainer.weights.stored`)."""
     targets = model.state_dict(keep_vars=True)
     head = {n for n, t in targets.items() if any(t is p for p in head_of(model).parameters())}
     where = _locate(sorted(directory.glob("*.safetensors")), targets, getattr(model, "base_model_prefix", ""))
@@ -136,10 +124,12 @@ def load_weights(model: nn.Module, directory: Path, seed: int) -> None:
     if set(missing) - head:
         shown = ", ".join(missing[:4]) + (", ..." if len(missing) > 4 else "")
         raise ModelError(f"{directory}: weights the model needs are not in its safetensors files ({shown})")
+    for name, stored in where.items():  # every mismatch refused before a byte is read
+        check_target(stored, targets[name])
     for name, tensor in targets.items():
         local, dim, start, stop = local_part(tensor)
         if name in where:
-            _read_into(local, where[name], dim, start, stop)
+            read_rows(local, where[name], dim, start, stop)
         else:
             local.copy_(_missing_head(model, name, seed).narrow(dim, start, stop - start))
     if missing:
@@ -176,61 +166,6 @@ def _locate(files: list[Path], targets: dict[str, Any], prefix: str) -> dict[str
                 if name in targets:
                     where[name] = stored
     return where
-
-
-@dataclass(frozen=True)
-class Stored:
-    """A tensor in a safetensors file: its dtype name, shape and byte offset from the file's start."""
-
-    file: Path
-    key: str
-    dtype: str
-    shape: tuple[int, ...]
-    offset: int
-
-
-def stored_tensors(file: Path) -> dict[str, Stored]:
-    """The tensors a safetensors file holds, read from its header (8 bytes of length, then JSON)."""
-    with file.open("rb") as f:
-        length = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(length))
-    header.pop("__metadata__", None)
-    start = 8 + length
-    return {
-        key: Stored(file, key, entry["dtype"], tuple(entry["shape"]), start + entry["data_offsets"][0])
-        for key, entry in header.items()
-    }
-
-
-def _read_into(local: torch.Tensor, stored: Stored, dim: int, start: int, stop: int) -> None:
-    """Rows [start, stop) along `dim` of the stored tensor into `local`, CHUNK_BYTES at a time. Rows along the
-    first dimension (FSDP2's, or a whole tensor) are contiguous in the file: read with plain reads, no mapping,
-    so the host memory a load adds is one chunk; another dimension is read through safetensors' slices."""
-    dtype = DTYPES.get(stored.dtype)
-    if dim != 0 or dtype is None:
-        _read_slices(local, stored, dim, start, stop)
-        return
-    if not stored.shape:
-        start, stop, local = 0, 1, local.reshape(1)
-    row = math.prod(stored.shape[1:])
-    row_bytes = max(1, row * dtype.itemsize)
-    step = max(1, CHUNK_BYTES // row_bytes)
-    with stored.file.open("rb") as f:
-        for first in range(start, stop, step):
-            last = min(stop, first + step)
-            buffer = bytearray((last - first) * row_bytes)
-            f.seek(stored.offset + first * row_bytes)
-            f.readinto(buffer)
-            rows = torch.frombuffer(buffer, dtype=dtype).view(last - first, *stored.shape[1:])
-            local.narrow(0, first - start, last - first).copy_(rows)
-
-
-def _read_slices(local: torch.Tensor, stored: Stored, dim: int, start: int, stop: int) -> None:
-    from safetensors import safe_open
-
-    with safe_open(stored.file, framework="pt") as handle:
-        part = handle.get_slice(stored.key)
-        local.copy_(part[(*(slice(None) for _ in range(dim)), slice(start, stop))])
 
 
 def _missing_head(model: nn.Module, name: str, seed: int) -> torch.Tensor:

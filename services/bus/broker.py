@@ -3,7 +3,11 @@
     with EmbeddedBroker() as broker:        # 127.0.0.1, a free port
         print(broker.bootstrap)             # "127.0.0.1:PORT"
 
-`cheems dev broker` runs one in the foreground. Topics are created with the partitions asked for.
+`cheems dev broker` runs one in the foreground, and exits non-zero when its broker process does (`check`), so
+whoever supervises it restarts it. The broker process dies with the process that started it
+(`cheems.processes.parent`). A start refuses a port something already listens on (PortInUse naming the holder),
+and is done only once the listening socket is the broker's own, never a stranger's answering on the port.
+Topics are created with the partitions asked for.
 
 It has no authentication: any process that reaches it may publish to and read every topic. So it listens
 on a loopback address only (127.0.0.1, ::1, localhost) and refuses any other with ConfigError; a cluster
@@ -19,8 +23,10 @@ import subprocess
 import time
 from collections.abc import Iterable
 
-from cheems.errors import ConfigError
+from cheems.errors import ConfigError, PortInUse, Unavailable
 from cheems.extras import need
+from cheems.processes import ports
+from cheems.processes.parent import spawn
 
 log = logging.getLogger(__name__)
 
@@ -74,21 +80,38 @@ class EmbeddedBroker:
             "--storage-engine",
             "memory://tansu/",
         ]
-        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the broker exited with {self.process.returncode} (port {self.port} taken?)")
-            try:
-                socket.create_connection((self.host.strip("[]"), self.port), 0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise TimeoutError(f"the broker did not listen on {self.bootstrap} within {timeout} s") from None
-                time.sleep(0.05)
+        if ports.listening(self.port):
+            raise self._taken()
+        self.process = spawn(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            self._wait_listening(timeout)
+        except BaseException:
+            self.stop()
+            raise
         log.info("embedded broker at %s (loopback only, no authentication)", self.bootstrap)
         return self
+
+    def _wait_listening(self, timeout: float) -> None:
+        """Until the broker process itself listens on the port; PortInUse when another process does."""
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        while (who := ports.listener(self.port, self.process.pid)) != "own":
+            if who == "other":
+                raise self._taken()
+            self.check()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the broker did not listen on {self.bootstrap} within {timeout} s")
+            time.sleep(0.05)
+
+    def _taken(self) -> PortInUse:
+        return PortInUse(f"the embedded broker cannot listen on {self.bootstrap}: {ports.holder_text(self.port)}")
+
+    def check(self) -> None:
+        """Unavailable when the broker process has exited (a wrapper then exits too, to be restarted)."""
+        if self.process is not None and (code := self.process.poll()) is not None:
+            raise Unavailable(
+                f"the embedded broker on {self.bootstrap} (pid {self.process.pid}) exited with status {code}"
+            )
 
     def create_topics(self, names: Iterable[str], partitions: int = 3) -> None:
         create_topics(self.bootstrap, names, partitions)
@@ -100,6 +123,7 @@ class EmbeddedBroker:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+                self.process.wait()
         self.process = None
 
     def __enter__(self) -> EmbeddedBroker:

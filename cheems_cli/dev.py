@@ -31,22 +31,27 @@ def dev_broker(
 ) -> None:
     """Run the embedded Kafka-compatible broker (Tansu) with the cheems topics, until Ctrl-C.
 
-    It authenticates no one, so it listens on loopback only; a shared bus is a Kafka cluster (k8s/kafka/)."""
+    It authenticates no one, so it listens on loopback only; a shared bus is a Kafka cluster (k8s/kafka/).
+    When the broker process exits this command does too, with an error (status 3), for its supervisor to
+    restart it; the broker process dies with this one."""
     import signal
+    import threading
 
     from services.bus import topics
     from services.bus.broker import EmbeddedBroker
 
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
     with EmbeddedBroker(port, host, data_dir) as broker:
         broker.create_topics(topics.with_dead_letters(), partitions)
         typer.echo(
             f"broker at {broker.bootstrap} (loopback only, no authentication) with topics: {', '.join(topics.ALL)}"
         )
         typer.echo(f"topics kept in {data_dir}" if data_dir else "topics kept in memory (--data-dir keeps them)")
-        # Blocked, the signals wait for sigwait; unblocked, SIGTERM would kill this process and orphan the
-        # broker. Blocked only now: the broker process inherits the mask and must still stop on SIGTERM.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+        while not stop.wait(0.5):
+            if broker.process is not None and broker.process.poll() is not None and not stop.wait(1.0):
+                broker.check()  # gone, and not by a SIGTERM to the whole group: Unavailable, to be restarted
 
 
 @dev.command("judge-server")

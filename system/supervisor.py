@@ -7,8 +7,14 @@ a crashed one restarted (with backoff, a bounded number of times), all stopped o
     # leaving the block stops every child: SIGTERM, then SIGKILL after `grace` seconds
 
 Each child is `python -m cheems_cli ARGS` in a process group of its own, so stopping it stops what it
-started (torchrun workers, tritonserver). Events ("started", "healthy", "exited", "restarting",
-"gave up", "stopped") go to `on_event` with the process name: the CLI prints them as a timeline.
+started (torchrun workers, tritonserver); a child that exits has what is left of its group killed before it is
+restarted, so a service is never half alive. Children die with the supervisor (SIGTERM: they stop what they
+started), SIGKILL included (`cheems.processes.parent`), and carry `environment` (`cheems up` marks its tree so
+that the next one finds what a dead one left: `system.takeover`). Only what this supervisor started counts: a
+child's port must be free before it starts (StartFailed naming the holder), and a child is healthy only while
+it is alive and the socket listening on its port is its own (its process tree's), never a stranger's.
+Events ("started", "healthy", "exited", "port held", "restarting", "gave up", "stopped") go to `on_event` with
+the process name: the CLI prints them as a timeline.
 """
 
 from __future__ import annotations
@@ -22,13 +28,16 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from cheems import processes
 from cheems.credentials import open_private, private_folder
 from cheems.errors import Unavailable
+from cheems.processes import ports
+from cheems.processes.parent import spawn
 from system.plan import Process
 
 log = logging.getLogger(__name__)
@@ -44,14 +53,15 @@ class StartFailed(Unavailable):
 @dataclass(frozen=True)
 class SupervisorConfig:
     """grace: seconds a child gets to stop after SIGTERM; max_restarts: restarts of one process within
-    `window` seconds before the supervisor gives up on it; backoff: first pause before a restart, doubled."""
+    `window` seconds before the supervisor gives up on it; backoff: first pause before a restart, doubled;
+    program: the command a process's `args` follow."""
 
     grace: float = 15.0
     max_restarts: int = 5
     window: float = 300.0
     backoff: float = 1.0
     poll: float = 0.5
-    python: str = sys.executable
+    program: tuple[str, ...] = (sys.executable, "-m", "cheems_cli")
 
 
 @dataclass
@@ -61,6 +71,7 @@ class Child:
     log_file: IO[bytes] | None = None
     restarts: list[float] = field(default_factory=list)  # when it was restarted, for the window
     gave_up: bool = False
+    left: int = 0  # processes of its group it left behind when it last exited (killed)
 
 
 class Supervisor:
@@ -70,8 +81,11 @@ class Supervisor:
         log_dir: Path,
         config: SupervisorConfig | None = None,
         stop: threading.Event | None = None,
+        environment: Mapping[str, str] | None = None,
     ) -> None:
+        """`environment`: variables every child gets (and what it starts, unless that replaces its environment)."""
         self.children = [Child(p) for p in processes]
+        self.environment = dict(environment or {})
         self.stopping = stop or threading.Event()  # set: starting gives up, watching ends
         self.log_dir, self.config = private_folder(Path(log_dir)), config or SupervisorConfig()  # 0700, logs 0600
         self.on_event: OnEvent = lambda name, event, detail: None
@@ -90,6 +104,8 @@ class Supervisor:
         if on_event is not None:
             self.on_event = on_event
         for child in self.children:
+            if self._port_held(child):
+                raise StartFailed(f"{child.process.name} cannot start: {ports.holder_text(child.process.port)}")
             self._spawn(child)
             if child.process.once:
                 self._wait_once(child)
@@ -102,7 +118,7 @@ class Supervisor:
             for child in self.children:
                 if child.process.once or child.gave_up or child.popen is None:
                     continue
-                code = child.popen.poll()
+                code = self._exited(child)
                 if code is not None:
                     self._restart(child, code)
 
@@ -138,9 +154,9 @@ class Supervisor:
     def _spawn(self, child: Child) -> None:
         if child.log_file is None:
             child.log_file = open_private(self.log_path(child.process.name))  # kept open while it runs
-        command = [self.config.python, "-m", "cheems_cli", *child.process.args]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        child.popen = subprocess.Popen(
+        command = [*self.config.program, *child.process.args]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.environment}
+        child.popen = spawn(  # SIGTERM when the supervisor dies
             command, stdout=child.log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             start_new_session=True,
         )  # fmt: skip
@@ -165,27 +181,64 @@ class Supervisor:
                 raise StartFailed(f"stopped while {child.process.name} was starting")
             if child.popen.poll() is not None:
                 raise StartFailed(f"{child.process.name} exited ({child.popen.returncode}): {self._tail(child)}")
-            if healthy(child.process):
+            if self._own_port(child) and healthy(child.process):
                 self.on_event(child.process.name, "healthy", "")
                 return
             time.sleep(self.config.poll)
         raise StartFailed(f"{child.process.name} not healthy after {child.process.start_timeout:.0f} s")
 
+    def _own_port(self, child: Child) -> bool:
+        """Whether the socket listening on the child's port is its own; StartFailed when a stranger's is."""
+        if not child.process.port or child.process.health == "none" or child.popen is None:
+            return True
+        who = ports.listener(child.process.port, child.popen.pid)
+        if who == "other":
+            holder = ports.holder_text(child.process.port)
+            raise StartFailed(f"{child.process.name} (pid {child.popen.pid}) is not what answers: {holder}")
+        return who == "own"
+
+    def _port_held(self, child: Child) -> bool:
+        return bool(child.process.port) and not child.process.once and bool(ports.listening(child.process.port))
+
+    def _exited(self, child: Child) -> int | None:
+        """The child's exit status once it has exited, what was left of its process group killed first."""
+        popen = child.popen
+        assert popen is not None
+        if popen.returncode is None:
+            try:  # exited? (not reaped yet: while its zombie stands, its pid, the group's id, is not reused)
+                if os.waitid(os.P_PID, popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+                    return None
+            except ChildProcessError:  # reaped meanwhile (`pids` polls)
+                pass
+        left = processes.group(popen.pid)
+        if popen.returncode is None:
+            _signal_group(popen, signal.SIGKILL)
+        else:
+            processes.kill(left)
+        child.left = len(left)
+        processes.gone_by(left, self.config.grace)
+        return popen.wait()
+
     def _restart(self, child: Child, code: int) -> None:
         name = child.process.name
-        self.on_event(name, "exited", f"exit {code}; log {self.log_path(name)}")
-        now = time.monotonic()
-        child.restarts = [t for t in child.restarts if now - t < self.config.window]
-        if len(child.restarts) >= self.config.max_restarts:
-            child.gave_up = True
-            self.on_event(name, "gave up", f"{len(child.restarts)} restarts in {self.config.window:.0f} s")
-            return
-        pause = self.config.backoff * 2 ** len(child.restarts)
-        self.on_event(name, "restarting", f"in {pause:.0f} s")
-        if self.stopping.wait(pause):
-            return
-        child.restarts.append(time.monotonic())
-        self._spawn(child)
+        left = f"; killed {child.left} processes it left in its group" if child.left else ""
+        self.on_event(name, "exited", f"exit {code}{left}; log {self.log_path(name)}")
+        while True:
+            now = time.monotonic()
+            child.restarts = [t for t in child.restarts if now - t < self.config.window]
+            if len(child.restarts) >= self.config.max_restarts:
+                child.gave_up = True
+                self.on_event(name, "gave up", f"{len(child.restarts)} restarts in {self.config.window:.0f} s")
+                return
+            pause = self.config.backoff * 2 ** len(child.restarts)
+            self.on_event(name, "restarting", f"in {pause:.0f} s")
+            if self.stopping.wait(pause):
+                return
+            child.restarts.append(time.monotonic())
+            if not self._port_held(child):
+                self._spawn(child)
+                return
+            self.on_event(name, "port held", ports.holder_text(child.process.port))
 
     def _tail(self, child: Child, lines: int = 5) -> str:
         if child.log_file is not None:

@@ -2,7 +2,8 @@
 
     up(SystemConfig(data_dir=Path("out/up"), bench=[Path("data/sample/open.jsonl")]), on_event=print)
 
-Lays out the data directory (the bench files the evaluator reads, a log folder, the accounts' token files:
+Holds the data directory (one `cheems up` per data directory; what a dead one left is stopped first:
+`system.takeover`), lays it out (the bench files the evaluator reads, a log folder, the accounts' token files:
 `system.accounts`), makes the base model when it is missing, then supervises every process of `plan(config)`
 (`system.supervisor`). Every service checks its callers' tokens; each process is given the file of its account.
 The data directory, the accounts' and the logs' folders are 0700, the store, token and log files 0600; beside the
@@ -25,6 +26,7 @@ from cheems.credentials import private_file, private_folder, write_private
 from system.accounts import provision
 from system.plan import ACCOUNTS, OPERATOR_ACCOUNT, SystemConfig, addresses, plan
 from system.supervisor import OnEvent, Supervisor, SupervisorConfig
+from system.takeover import claim
 
 
 def prepare(config: SystemConfig) -> SystemConfig:
@@ -49,14 +51,18 @@ def up(
     stop: threading.Event | None = None,
     supervisor: SupervisorConfig | None = None,
 ) -> None:
-    """Start everything, call `on_ready`, supervise until `stop` is set or SIGTERM/SIGINT, then stop everything."""
-    config = prepare(config)
+    """Start everything, call `on_ready`, supervise until `stop` is set or SIGTERM/SIGINT, then stop everything.
+    DataDirInUse while another `cheems up` runs on the data directory."""
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
-    with Supervisor(plan(config), config.data_dir / "logs", supervisor, stop) as system:
-        system.start(on_event)
-        if on_ready is not None:
-            on_ready(system)
-        system.run()
+    private_folder(config.data_dir)
+    supervisor = supervisor or SupervisorConfig()
+    with claim(config.data_dir, on_event, supervisor.grace) as environment:
+        config = prepare(config)
+        with Supervisor(plan(config), config.data_dir / "logs", supervisor, stop, environment) as system:
+            system.start(on_event)
+            if on_ready is not None:
+                on_ready(system)
+            system.run()

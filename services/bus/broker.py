@@ -5,12 +5,17 @@
     with EmbeddedBroker(storage=Path("out/up/broker")):     # topics, offsets and groups on disk
         ...
 
-`cheems dev broker` runs one in the foreground (`cheems up` gives it a folder under its data dir). Topics are
-created with the partitions asked for. On disk, Tansu keeps everything in an object store (its `s3://` storage
-engine) that this process serves from the folder (`services.bus.objectstore`): a record the broker acknowledged
-is fsynced first, so it survives the broker's restart, and consumers resume from their committed offsets.
-Measured here (2-core CPU host, `python bench/broker_bench.py`): 2 KB records at about 1,600/s in bursts (7x the
-memory engine's time) and 4.6 ms for one acknowledged record at a time (5.6x): ample for the outbox relays.
+`cheems dev broker` runs one in the foreground (`cheems up` gives it a folder under its data dir), and exits
+non-zero when its broker process does (`check`), so whoever supervises it restarts it. The broker process dies
+with the process that started it (`cheems.processes.parent`). A start refuses a port something already listens on
+(PortInUse naming the holder), and is done only once the listening socket is the broker's own, never a
+stranger's answering on the port. Topics are created with the partitions asked for.
+
+On disk, Tansu keeps everything in an object store (its `s3://` storage engine) that this process serves from the
+folder (`services.bus.objectstore`): a record the broker acknowledged is fsynced first, so it survives the
+broker's restart, and consumers resume from their committed offsets. Measured here (2-core CPU host,
+`python bench/broker_bench.py`): 2 KB records at about 1,600/s in bursts (7x the memory engine's time) and
+4.6 ms for one acknowledged record at a time (5.6x): ample for the outbox relays.
 
 It has no authentication: any process that reaches it may publish to and read every topic. So it listens
 on a loopback address only (127.0.0.1, ::1, localhost) and refuses any other with ConfigError; a cluster
@@ -28,8 +33,10 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from cheems.errors import ConfigError
+from cheems.errors import ConfigError, PortInUse, Unavailable
 from cheems.extras import need
+from cheems.processes import ports
+from cheems.processes.parent import spawn
 from services.bus.objectstore import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -89,24 +96,39 @@ class EmbeddedBroker:
             "--storage-engine",
             "memory://tansu/" if self.storage is None else f"s3://{BUCKET}/",
         ]
-        env = {**os.environ, **self._storage_env()}
-        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.process.poll() is not None:
-                code = self.process.returncode
-                self.stop()
-                raise RuntimeError(f"the broker exited with {code} (port {self.port} taken?)")
-            try:
-                socket.create_connection((self.host.strip("[]"), self.port), 0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise TimeoutError(f"the broker did not listen on {self.bootstrap} within {timeout} s") from None
-                time.sleep(0.05)
+        if ports.listening(self.port):
+            raise self._taken()
+        try:
+            env = {**os.environ, **self._storage_env()}
+            self.process = spawn(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            self._wait_listening(timeout)
+        except BaseException:
+            self.stop()
+            raise
         log.info("embedded broker at %s (loopback only, no authentication)", self.bootstrap)
         return self
+
+    def _wait_listening(self, timeout: float) -> None:
+        """Until the broker process itself listens on the port; PortInUse when another process does."""
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        while (who := ports.listener(self.port, self.process.pid)) != "own":
+            if who == "other":
+                raise self._taken()
+            self.check()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the broker did not listen on {self.bootstrap} within {timeout} s")
+            time.sleep(0.05)
+
+    def _taken(self) -> PortInUse:
+        return PortInUse(f"the embedded broker cannot listen on {self.bootstrap}: {ports.holder_text(self.port)}")
+
+    def check(self) -> None:
+        """Unavailable when the broker process has exited (a wrapper then exits too, to be restarted)."""
+        if self.process is not None and (code := self.process.poll()) is not None:
+            raise Unavailable(
+                f"the embedded broker on {self.bootstrap} (pid {self.process.pid}) exited with status {code}"
+            )
 
     def _storage_env(self) -> dict[str, str]:
         """Tansu's object-store settings: this process's store on disk (started now), or none for memory."""
@@ -132,6 +154,7 @@ class EmbeddedBroker:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+                self.process.wait()
         self.process = None
         if self.objects is not None:  # after the broker: it writes to the store until it exits
             self.objects.stop()

@@ -14,8 +14,8 @@ Modules:
   (tokenizers leased per call), `backends` (in-process torch, Triton client), `telemetry`
   (Prometheus counters).
 - `triton/`: `model` (the PyTriton-served model), `python_model` (the same model for a stock
-  Triton, copied by `repository`, which exports a model repository), `processes` (no Triton process
-  left behind), `supervisor` (truthful health, Triton restarts).
+  Triton, copied by `repository`, which exports a model repository), `shared` (one tritonserver for the
+  models, no process of it left behind: `cheems.processes`), `supervisor` (truthful health, Triton restarts).
 - `models/`: `served` (the current model, leased per call, switched atomically), `loading` (a
   checkpoint -> tokenizers + backend; the first model: `--model` or the production model), `follow`
   with `feed` (`--follow`: the default model follows production), `shelf` (the models calls name).

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from cheems import processes
 from cheems.credentials import private_file
 from cheems.execution import Execution
-from services.scorer.triton import processes
 from services.scorer.triton.model import free_port, make_infer, use_running_libpython
 
 log = logging.getLogger(__name__)

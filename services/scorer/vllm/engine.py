@@ -8,7 +8,8 @@ The server runs the checkpoint as vLLM's pooling runner with last-token pooling 
 model's default for a one-label classifier would squash the reward), on loopback only: the scorer is the
 front door. Its output goes to a log file (`log_file`); a server that exits before it is ready fails the start
 with that log's last lines. `restart` starts a fresh server on a new port and tells the backend
-(`on_restart(url)`); `stop` ends the server and every process it started (its engine core and workers).
+(`on_restart(url)`); `stop` ends the server and every process it started (its engine core and workers). The
+server is sent SIGTERM when the scorer dies (`cheems.processes.parent`), SIGKILL included.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cheems.credentials import open_private
+from cheems.processes import Proc, kill, tree
+from cheems.processes.parent import spawn
 from services.scorer.errors import BackendUnavailable
 from services.scorer.triton.model import free_port
-from services.scorer.triton.processes import Proc, kill, tree
 
 log = logging.getLogger(__name__)
 # vLLM 0.32's server module (`vllm serve` is the same; the CPU wheel's `vllm` command cannot find its own version)
@@ -171,7 +173,7 @@ class VllmEngine:
         command = engine_command(self.model_dir, self.name, port, self.options)
         env = engine_environment(self.options)
         with open_private(self.log_file, "wb") as out:  # 0600 from its creation, no symlink followed
-            self._process = subprocess.Popen(
+            self._process = spawn(  # SIGTERM when the scorer dies: its own group would outlive it otherwise
                 command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                 start_new_session=True,  # its own process group: stopped as one, and no terminal signals
             )  # fmt: skip

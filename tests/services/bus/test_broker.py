@@ -1,9 +1,11 @@
 """The embedded broker on loopback only (it authenticates no one: any other address is refused), also as
-`cheems dev broker`, which stops its broker on SIGTERM."""
+`cheems dev broker`, which stops its broker on SIGTERM, exits non-zero when its broker process dies, and takes its
+broker process with it when it is killed; a start never takes a stranger on the port for its broker."""
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -14,7 +16,8 @@ from pathlib import Path
 import pytest
 from kafka.admin import KafkaAdminClient
 
-from cheems.errors import ConfigError
+from cheems import processes
+from cheems.errors import ConfigError, PortInUse
 from cheems.extras import MissingExtra
 from cheems.v1 import common_pb2, events_pb2
 from services.bus import topics
@@ -124,3 +127,67 @@ def test_without_the_broker_extra_start_says_so_in_one_line(monkeypatch: pytest.
     ):
         broker.start()
     assert broker.process is None
+
+
+def dev_broker(port: int, out: Path) -> tuple[subprocess.Popen[bytes], processes.Proc]:
+    """`cheems dev broker` on `port`, once it serves: (the command, its broker process)."""
+    cmd = [sys.executable, "-m", "cheems_cli", "dev", "broker", "--port", str(port), "--partitions", "1"]
+    with out.open("wb") as sink:
+        process = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while "broker at" not in out.read_text():
+        assert process.poll() is None and time.monotonic() < deadline, out.read_text()
+        time.sleep(0.1)
+    broker = processes.tree(process.pid)[1:]
+    assert len(broker) == 1, broker
+    return process, broker[0]
+
+
+def serves(port: int) -> bool:
+    admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}")
+    try:
+        return topics.SAMPLES in admin.list_topics()
+    finally:
+        admin.close()
+
+
+def test_dev_broker_exits_non_zero_when_its_broker_process_dies(tmp_path: Path) -> None:
+    process, broker = dev_broker(free_port(), tmp_path / "broker.out")
+    try:
+        os.kill(broker.pid, signal.SIGKILL)
+        assert process.wait(timeout=60) == 3, out_text(tmp_path)  # Unavailable: its supervisor restarts it
+        assert f"(pid {broker.pid}) exited with status -9" in out_text(tmp_path)
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_killed_dev_broker_takes_its_broker_process_along_and_a_new_one_serves(tmp_path: Path) -> None:
+    port = free_port()
+    process, broker = dev_broker(port, tmp_path / "first.out")
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert processes.gone_by([broker], 30), "the broker process outlived its `cheems dev broker`"
+    again, _ = dev_broker(port, tmp_path / "second.out")
+    try:
+        assert serves(port)
+        again.send_signal(signal.SIGTERM)
+        assert again.wait(timeout=30) == 0
+    finally:
+        again.kill()
+        again.wait()
+
+
+def test_a_stranger_on_the_port_fails_the_start_naming_it() -> None:
+    with socket.socket() as stranger:
+        stranger.bind(("127.0.0.1", 0))
+        stranger.listen()
+        port = stranger.getsockname()[1]
+        broker = EmbeddedBroker(port)
+        with pytest.raises(PortInUse, match=rf"127.0.0.1:{port}: port {port} is held by pid {os.getpid()} \("):
+            broker.start()
+        assert broker.process is None  # nothing started, nothing reported healthy
+
+
+def out_text(folder: Path) -> str:
+    return (folder / "broker.out").read_text()

@@ -21,10 +21,10 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from cheems import processes
 from cheems.v1 import reward_pb2, reward_pb2_grpc
 from services.scorer.config import ScorerConfig
 from services.scorer.runtime import ScorerServer
-from services.scorer.triton import processes
 from services.scorer.triton.model import free_port
 
 SERVING = health_pb2.HealthCheckResponse.SERVING

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from cheems import processes
 from cheems.execution import Execution
 from cheems.model import load_model
 from services.scorer.backends import TorchBackend, TritonBackend
-from services.scorer.triton import processes
 from services.scorer.triton.shared import SharedTriton
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,5 @@
-"""Process trees from /proc: find a tree, kill its orphans after the parent died, never a reused pid."""
+"""Process trees from /proc: find a tree, a group, processes by their environment marker; kill the orphans of a killed
+parent, stop what ignores SIGTERM, and never signal a reused pid."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
-from services.scorer.triton import processes
-from services.scorer.triton.processes import Proc
+from cheems import processes
+from cheems.processes import Proc
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -100,3 +102,38 @@ def test_a_command_name_with_spaces_and_parentheses_parses() -> None:
     finally:
         processes.kill(processes.tree(child.pid))
         child.wait(timeout=10)
+
+
+def test_a_group_and_a_marker_find_what_a_process_started(tmp_path: Path) -> None:
+    """The group holds the process and its children; the marker, inherited, finds them in a session of their own."""
+    marker = f"CHEEMS_TEST_MARKER={tmp_path}"
+    script = "sleep 60 & setsid sleep 60 & wait"
+    parent = subprocess.Popen(["bash", "-c", script], env={**os.environ, "CHEEMS_TEST_MARKER": str(tmp_path)},
+                              start_new_session=True)  # fmt: skip
+    try:
+        wait_until(lambda: len(processes.tree(parent.pid)) == 3)
+        everyone = processes.tree(parent.pid)
+        name, value = marker.split("=", 1)
+        assert sorted(processes.marked(name, value), key=lambda p: p.pid) == sorted(everyone, key=lambda p: p.pid)
+        assert processes.marked(name, value + "-other") == []
+        in_group = processes.group(parent.pid)
+        assert parent.pid in {p.pid for p in in_group} and len(in_group) == 2  # setsid's sleep left the group
+        assert processes.describe(parent.pid) == f"pid {parent.pid} (bash -c {script})"
+    finally:
+        processes.kill(processes.tree(parent.pid))
+        parent.wait(timeout=10)
+
+
+def test_stop_terms_then_kills_what_ignores_sigterm() -> None:
+    polite = subprocess.Popen(["sleep", "60"])
+    stubborn = subprocess.Popen(["bash", "-c", "trap '' TERM; echo ready; exec sleep 60"], stdout=subprocess.PIPE)
+    try:
+        assert stubborn.stdout is not None and stubborn.stdout.readline() == b"ready\n"
+        targets = [p for p in (processes.proc(polite.pid), processes.proc(stubborn.pid)) if p is not None]
+        assert processes.stop(targets, grace=0.5) == targets
+        assert polite.wait(timeout=10) == -signal.SIGTERM and stubborn.wait(timeout=10) == -signal.SIGKILL
+        assert processes.stop(targets, grace=0.5) == []  # gone: nothing signalled again
+    finally:
+        for child in (polite, stubborn):
+            child.kill()
+            child.wait(timeout=10)

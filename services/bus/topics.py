@@ -73,6 +73,7 @@ SPECS: tuple[TopicSpec, ...] = tuple(_spec(name) for name in with_dead_letters()
 STRIMZI_CLUSTER = "cheems"  # the Kafka resource in k8s/kafka/kafka.yaml
 REPLICAS = 3  # on a real cluster: each partition on three brokers
 MIN_INSYNC_REPLICAS = 2  # an acks=all write needs two of them: one broker may be lost without losing an event
+UNCLEAN_LEADER_ELECTION = False  # a replica out of sync (missing acknowledged events) never becomes leader
 
 
 def strimzi_yaml(specs: tuple[TopicSpec, ...] = SPECS, cluster: str = STRIMZI_CLUSTER) -> str:
@@ -93,6 +94,7 @@ def strimzi_yaml(specs: tuple[TopicSpec, ...] = SPECS, cluster: str = STRIMZI_CL
             "  config:\n"
             f'    retention.ms: "{spec.retention_ms}"\n'
             f'    min.insync.replicas: "{MIN_INSYNC_REPLICAS}"\n'
+            f'    unclean.leader.election.enable: "{str(UNCLEAN_LEADER_ELECTION).lower()}"\n'
         )
     return "---\n".join(docs)
 

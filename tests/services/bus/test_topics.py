@@ -78,7 +78,11 @@ def test_strimzi_resources_match_the_specs() -> None:
         assert DNS_1123.match(doc["metadata"]["name"]), doc["metadata"]["name"]
         assert doc["metadata"]["labels"] == {"strimzi.io/cluster": topics.STRIMZI_CLUSTER}
         assert doc["spec"]["partitions"] == spec.partitions and doc["spec"]["replicas"] == topics.REPLICAS
-        assert doc["spec"]["config"] == {"retention.ms": str(spec.retention_ms), "min.insync.replicas": "2"}
+        assert doc["spec"]["config"] == {
+            "retention.ms": str(spec.retention_ms),
+            "min.insync.replicas": "2",
+            "unclean.leader.election.enable": "false",
+        }
     assert len({d["metadata"]["name"] for d in docs}) == len(docs)
 
 

@@ -75,6 +75,20 @@ def tree(root: int) -> list[Proc]:
     return found
 
 
+def children(pid: int) -> list[Proc]:
+    """The live processes `pid` started itself (not their descendants)."""
+    return [Proc(child, stat.started) for child, stat in _live().items() if stat.parent == pid]
+
+
+def command(pid: int) -> list[str]:
+    """The process's command line, word by word ([] when it cannot be read: gone, or another user's)."""
+    try:
+        words = (PROC / str(pid) / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+    except OSError:
+        return []
+    return [w.decode(errors="replace") for w in words if w]
+
+
 def group(pgid: int) -> list[Proc]:
     """The live members of process group `pgid` (its leader may be gone: the group lives while any member does)."""
     return [Proc(pid, stat.started) for pid, stat in _live().items() if stat.group == pgid]
@@ -97,14 +111,12 @@ def marked(name: str, value: str) -> list[Proc]:
 
 def describe(pid: int) -> str:
     """The pid and its command line, as far as it can be read: `pid 123 (python -m cheems_cli dev broker)`."""
-    try:
-        words = (PROC / str(pid) / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
-    except OSError:
+    text = command(pid)
+    if not text:
         return f"pid {pid}"
-    text = [w.decode(errors="replace") for w in words if w]
-    command = " ".join([Path(text[0]).name, *text[1:]]) if text else ""
-    command = command if len(command) <= 100 else command[:99] + "…"
-    return f"pid {pid} ({command})" if command else f"pid {pid}"
+    line = " ".join([Path(text[0]).name, *text[1:]]) if text else ""
+    line = line if len(line) <= 100 else line[:99] + "…"
+    return f"pid {pid} ({line})" if line else f"pid {pid}"
 
 
 def alive(p: Proc) -> bool:

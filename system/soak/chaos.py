@@ -1,7 +1,7 @@
 """The soak's faults: which processes make up each service of a running `cheems up`, a random one SIGKILLed on a
 period, and how long its service took to answer its health check again.
 
-The tree is read from the OS (psutil): `cheems up`'s children are the services (matched to the plan by their
+The tree is read from /proc (`cheems.processes`): `cheems up`'s children are the services (matched to the plan by their
 command lines), everything below a child (Tansu under the broker, Triton and its stubs under the scorer, torchrun
 workers, a vLLM engine) belongs to that service. A victim is drawn service first, then one of its processes, so
 the broker is hit as often as the scorer however many processes each has.
@@ -9,7 +9,6 @@ the broker is hit as often as the scorer however many processes each has.
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import socket
@@ -17,9 +16,10 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-import psutil
-
+from cheems import processes
+from cheems.processes import Proc
 from system.plan import Process
 from system.supervisor import grpc_health
 
@@ -36,20 +36,13 @@ class Kill:
     recovery: float | None
 
 
-def services(up_pid: int, plan: Sequence[Process]) -> dict[str, list[psutil.Process]]:
+def services(up_pid: int, plan: Sequence[Process]) -> dict[str, list[Proc]]:
     """{service name: its processes, the service's own first} of the `cheems up` whose pid is `up_pid`."""
-    found: dict[str, list[psutil.Process]] = {}
-    try:
-        children = psutil.Process(up_pid).children()
-    except psutil.NoSuchProcess:
-        return found
-    for child in children:
-        try:
-            name = service_of(child.cmdline(), plan)
-            if name is not None:
-                found[name] = [child, *child.children(recursive=True)]
-        except psutil.Error:  # it died while we looked: it is not a victim now
-            continue
+    found: dict[str, list[Proc]] = {}
+    for child in processes.children(up_pid):
+        name = service_of(processes.command(child.pid), plan)
+        if name is not None:
+            found[name] = processes.tree(child.pid)  # the child first, then what it started
     return found
 
 
@@ -115,16 +108,15 @@ class Chaos:
             if victim is None:
                 continue
             name, process = victim
+            words = processes.command(process.pid)
             killed_at = time.monotonic()
-            try:
-                label = process.name()
-                os.kill(process.pid, signal.SIGKILL)
-            except (psutil.Error, ProcessLookupError):
-                continue
+            if not processes.kill([process], signal.SIGKILL):
+                continue  # it died meanwhile: draw again next period
+            label = Path(words[0]).name if words else "?"
             back = recovery(self.by_name[name], killed_at, patience=max(self.every * 4, 120.0))
             self.kills.append(Kill(killed_at - self.began, name, process.pid, label, back))
 
-    def _draw(self) -> tuple[str, psutil.Process] | None:
+    def _draw(self) -> tuple[str, Proc] | None:
         tree = services(self.up_pid, self.plan)
         names = sorted(name for name, processes in tree.items() if processes)
         if not names:

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
-
+from cheems import processes
 from cheems.credentials import read_secret
+from cheems.processes import ports
 from cheems.roles import ANNOTATOR, SCORER_CLIENT
 from services import hosting
 from system.accounts import provision
@@ -157,31 +157,25 @@ def _restart(
     say: Callable[[str], None],
 ) -> tuple[subprocess.Popen[bytes], Check, float]:
     """SIGKILL `cheems up`, start it again on the same data dir; the check: its own processes serve every port."""
-    old = {p.pid for p in psutil.Process(up.pid).children(recursive=True)}
+    old = [p for p in processes.tree(up.pid) if p.pid != up.pid]
     os.kill(up.pid, signal.SIGKILL)
     up.wait()
     say(f"SIGKILLed cheems up (pid {up.pid}) and its {len(old)} descendants were left to fend for themselves")
     killed = time.monotonic()
     fresh = _start_up(command, config.out / "up-2.log", config.start_timeout, say)
     took = time.monotonic() - killed
-    mine = {p.pid for p in psutil.Process(fresh.pid).children(recursive=True)}
+    mine = {p.pid for p in processes.tree(fresh.pid)}
     strangers = {}
     for process in plan(system):
         if process.port:
-            holders = listeners(process.port)
+            holders = set(ports.holders(process.port))
             if not holders or not holders <= mine:
                 strangers[process.name] = sorted(holders)
-    survivors = sorted(pid for pid in old if psutil.pid_exists(pid) and pid not in mine)
+    survivors = sorted(p.pid for p in old if processes.alive(p))
     ok = not strangers and not survivors
     detail = f"healthy again in {took:.1f} s; ports not served by its own processes: {strangers or 'none'}; "
     detail += f"old processes still alive: {survivors or 'none'}"
     return fresh, Check("restart takes over", ok, detail), took
-
-
-def listeners(port: int) -> set[int]:
-    """Pids listening on 127.0.0.1:`port`."""
-    return {c.pid for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN and c.laddr.port == port
-            and c.pid is not None}  # fmt: skip
 
 
 def _settle(system: SystemConfig, ledger: Ledger, patience: float, say: Callable[[str], None]) -> list[Check]:

@@ -59,10 +59,16 @@ def ingest_command(file: DataFile, db: DatabaseUrl, bootstrap: KafkaBootstrap, l
 
     upgrade(db)
     parsed = read_samples(file, layout)
-    publisher = Publisher(bootstrap) if bootstrap else None
-    summary = IngestionService(create_engine_for(StoreConfig(db)), publisher, source=file.name).ingest(
-        parsed.samples, parsed.errors
-    )
+    # the samples' events go through the store's outbox: published before the exit if the broker takes them,
+    # else by the next relay of this database (the ingestion service's)
+    publisher = Publisher(bootstrap, max_block_ms=10000, connect=False) if bootstrap else None
+    service = IngestionService(create_engine_for(StoreConfig(db)), publisher, source=file.name)
+    try:
+        summary = service.ingest(parsed.samples, parsed.errors)
+    finally:
+        service.close()
+        if publisher is not None:
+            publisher.close(timeout=10)
     account(
         file,
         ((e.line, e.field, e.message) for e in summary.errors),

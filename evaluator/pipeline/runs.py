@@ -73,6 +73,7 @@ def start_run(
     try:
         _publish_requests(publisher, run_id, subsets, model_id)
     except KafkaError as e:
+        publisher.renew()  # a producer whose broker was replaced stays failed: the next run gets a new one
         fail_run(engine, run_id, f"{FAILED_MESSAGE}: {e}")
         raise PublishFailed(f"{FAILED_MESSAGE}: {e}") from e
     except Exception as e:
@@ -100,6 +101,8 @@ def fail_run(engine: Engine, run_id: str, reason: str) -> bool:
 
 
 def _publish_requests(publisher: Publisher, run_id: str, subsets: Subsets, model_id: str) -> None:
+    """Every request acknowledged by the broker, or KafkaError: a run is "running" only with all its requests out."""
+    sent = []
     for name, (_, items) in subsets.items():
         for index, item in enumerate(items):
             key = item_key(name, index)
@@ -118,8 +121,10 @@ def _publish_requests(publisher: Publisher, run_id: str, subsets: Subsets, model
                 request=request,
                 model_id=model_id,
             )
-            publisher.publish(topics.SCORE_REQUESTS, key, event)
+            sent.append(publisher.publish(topics.SCORE_REQUESTS, key, event))
     publisher.flush()
+    for future in sent:  # done after the flush: each acknowledged, or its error raised here (flush raises none)
+        future.get()
 
 
 def rewards_of(subsets: Subsets, scores: Mapping[str, Mapping[str, float]]) -> dict[RewardKey, float]:

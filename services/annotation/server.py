@@ -37,7 +37,7 @@ from cheems.errors import PermissionDenied
 from cheems.v1 import annotation_pb2, annotation_pb2_grpc, common_pb2
 from services.access import Authenticate, Guard, caller
 from services.annotation.config import TaskConfig
-from services.annotation.events import BrokerUnavailable, RelayConfig
+from services.annotation.events import BrokerUnavailable
 from services.annotation.exports import ExportConfig
 from services.annotation.intake import IntakeConfig, IntakeLoop, SampleIntake
 from services.annotation.service import AnnotationService, OpenTask
@@ -45,6 +45,7 @@ from services.annotation.submission import Submission, assigns, attribute, liste
 from services.annotation.web.app import create_app
 from services.annotation.web.workbench import Workbench, WorkbenchConfig
 from services.bus.client import Publisher
+from services.bus.relay import RelayConfig
 from services.grpc_errors import abort
 from services.hosting import GrpcHost, Heartbeat, HostConfig, checked_handler
 from services.store.errors import (

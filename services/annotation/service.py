@@ -47,17 +47,19 @@ from services.annotation.algorithm.filters import reason as filter_reason
 from services.annotation.algorithm.protocol import triple_tasks
 from services.annotation.algorithm.resolve import Resolution, resolve
 from services.annotation.config import TaskConfig
-from services.annotation.events import EventRelay, RelayConfig, annotation_event, queue, ranking_event
+from services.annotation.events import annotation_event, queue, ranking_event
 from services.annotation.exports import ExportConfig, export_path
 from services.annotation.files.annotations import relations_of
 from services.bus import topics
 from services.bus.client import Publisher
+from services.bus.relay import EventRelay, RelayConfig
 from services.store import repository
 from services.store.assignments import assign_listed, check_assigned, reassign, void
 from services.store.db import session_scope
 from services.store.errors import InvalidRecord, UnknownPrompt, UnknownTask
 from services.store.filtered import keep_passing
 from services.store.models import Annotation, AnnotationTask, Prompt, Ranking, utcnow
+from services.store.outbox import StoreOutbox
 from services.store.tasks import QueuedTask, lock_prompt, open_count, open_tasks
 
 log = logging.getLogger(__name__)
@@ -121,7 +123,9 @@ class AnnotationService:
     ) -> None:
         self.engine, self.tasks = engine, tasks or TaskConfig()
         self.exports = exports or ExportConfig()
-        self.relay = None if publisher is None else EventRelay(engine, publisher, relay or RelayConfig()).start()
+        self.relay: EventRelay | None = None
+        if publisher is not None:
+            self.relay = EventRelay(StoreOutbox(engine), publisher, relay or RelayConfig()).start()
 
     def create_tasks(self, prompt_id: str, group_size: int = 3) -> list[tuple[str, list[str]]]:
         """(task id, response keys) for the prompt: circular triples (group_size 3) or all pairs (2)."""

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 from google.protobuf.message import Message
 from kafka import ConsumerRebalanceListener
-from kafka.errors import CommitFailedError
+from kafka.errors import CommitFailedError, KafkaError
 
 from services.bus.codec import BadMessage, decode, encode
 from services.bus.security import KafkaSecurity, connection_kwargs
@@ -56,23 +56,47 @@ BatchHandler = Callable[[list[Delivery]], None]  # a polled batch's events, in t
 
 
 class Publisher:
-    def __init__(self, bootstrap: str, max_block_ms: int = 60000, security: KafkaSecurity | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        max_block_ms: int = 60000,
+        security: KafkaSecurity | None = None,
+        connect: bool = True,
+    ) -> None:
         """`max_block_ms`: how long `publish` may wait for the broker's metadata before KafkaTimeoutError.
 
-        `security`: the credentials (default: the environment's, `services.bus.security`).
+        `security`: the credentials (default: the environment's, `services.bus.security`). `connect`: reach the
+        broker now (an unreachable one raises NoBrokersAvailable here, a start-up check); False: at the first
+        publish, waiting up to `max_block_ms` (a service that must start while the broker is away: a relay).
         """
+        self.max_block_ms = max_block_ms
+        self._settings: dict[str, Any] = {
+            "bootstrap_servers": bootstrap,
+            **connection_kwargs(security),
+            "acks": "all",
+            "enable_idempotence": True,  # kafka-python 3's default, made explicit: a conflicting setting then raises
+            "retries": 5,
+            "linger_ms": 5,
+            "max_block_ms": max_block_ms,
+            "batch_size": PRODUCER_BATCH_BYTES,
+        }
+        self._producer: Any = None
+        self._guard = threading.Lock()
+        if connect:
+            self._connect({})
+
+    @property
+    def producer(self) -> Any:
+        """kafka-python's KafkaProducer: connected now if it is not yet (or no longer: `renew`)."""
+        return self._producer or self._connect({"bootstrap_timeout_ms": self.max_block_ms})
+
+    def _connect(self, options: dict[str, Any]) -> Any:
         from kafka import KafkaProducer
 
-        self.producer = KafkaProducer(
-            bootstrap_servers=bootstrap,
-            **connection_kwargs(security),
-            acks="all",
-            enable_idempotence=True,  # kafka-python 3's default, made explicit: a conflicting setting then raises
-            retries=5,
-            linger_ms=5,
-            max_block_ms=max_block_ms,
-            batch_size=PRODUCER_BATCH_BYTES,
-        )
+        with self._guard:
+            if self._producer is None:
+                self._producer = KafkaProducer(**self._settings, **options)
+            return self._producer
 
     def publish(self, topic: str, key: str, event: Message) -> Any:
         """Send asynchronously; returns kafka-python's future (`.get(timeout)` waits for the broker's ack)."""
@@ -84,11 +108,40 @@ class Publisher:
 
     def flush(self, timeout: float | None = None) -> None:
         """Send what is pending now (not after linger_ms) and wait for it; KafkaTimeoutError after `timeout` s."""
-        self.producer.flush(timeout=timeout)
+        if self._producer is not None:
+            self._producer.flush(timeout=timeout)
+
+    def renew(self) -> None:
+        """Drop the producer at once, failing what it has not sent, and connect a new one at the next publish.
+
+        After a failed send: an idempotent producer whose broker was replaced fails every later send (seen:
+        InitProducerId UnknownError, forever), and batches left to retry could reach the broker later, behind
+        events sent since. Sends of other threads in flight fail too (their futures raise).
+        """
+        with self._guard:
+            old, self._producer = self._producer, None
+        if old is not None:
+            _abandon(old)
 
     def close(self, timeout: float | None = None) -> None:
         """Send what is pending and close; `timeout` bounds the wait (None: until sent, however long)."""
-        self.producer.close(timeout=timeout)
+        with self._guard:
+            old, self._producer = self._producer, None
+        if old is not None:
+            old.close(timeout=timeout)
+
+
+def _abandon(producer: Any) -> None:
+    """Close `producer` now, failing its unsent batches. kafka-python's close(0) refuses while batches are
+    pending (its flush times out first), so its sender is force-closed first: it fails them and ends."""
+    sender = getattr(producer, "_sender", None)  # kafka-python 3.0.12's I/O thread (pinned in pyproject.toml)
+    if sender is not None:
+        sender.force_close()
+        sender.join(5.0)
+    try:
+        producer.close(timeout=0)
+    except KafkaError as e:
+        log.warning("a dropped producer did not close cleanly: %r", e)
 
 
 @dataclass

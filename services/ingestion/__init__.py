@@ -2,5 +2,6 @@
 
 `records` (jsonl lines of the CheemsBench, CheemsPreference and raw layouts -> samples, with
 per-record errors), `service` (store each valid sample in its own transaction, dedupe by content
-hash, publish a `cheems.samples.v1` event per new prompt), `server` (the gRPC adapter).
+hash, queue a `cheems.samples.v1` event per new prompt in the store's outbox in that transaction, relayed
+after the commit), `server` (the gRPC adapter).
 """

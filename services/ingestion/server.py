@@ -90,18 +90,26 @@ def host(service: IngestionService, config: HostConfig, authenticate: Authentica
 def serve(db: str, bootstrap: str, config: HostConfig, on_ready: Callable[[int], None] | None = None) -> None:
     """`cheems service ingestion`: migrate-free (run `cheems db upgrade` first), until SIGTERM.
 
-    `on_ready(port)` runs once the server listens (the port bound, which config.port 0 leaves open).
+    With `bootstrap`, stored samples' events are relayed from the store's outbox (a thread); the service starts and
+    answers while the broker is away (the events wait). `on_ready(port)` runs once the server listens (the port
+    bound, which config.port 0 leaves open).
     """
     from services.bus.client import Publisher
+    from services.bus.relay import RelayConfig
     from services.store.accounts import AccountBook
     from services.store.db import StoreConfig, create_engine_for
 
-    publisher = Publisher(bootstrap) if bootstrap else None
+    relay = RelayConfig()
+    publisher = Publisher(bootstrap, max_block_ms=int(relay.ack_timeout * 1000), connect=False) if bootstrap else None
     engine = create_engine_for(StoreConfig(db))
-    grpc_host = host(IngestionService(engine, publisher, source="grpc"), config, AccountBook(engine)).start()
+    service = IngestionService(engine, publisher, source="grpc", relay=relay)
+    grpc_host = host(service, config, AccountBook(engine)).start()
     log.info("ingestion serving on %s:%d", config.host, grpc_host.port)
     if on_ready is not None:
         on_ready(grpc_host.port)
-    grpc_host.wait_for_signal()
-    if publisher is not None:
-        publisher.close()
+    try:
+        grpc_host.wait_for_signal()
+    finally:
+        service.close()
+        if publisher is not None:
+            publisher.close(timeout=10)  # a broker that is down must not hold up the exit

@@ -31,7 +31,7 @@ from cheems.credentials import check_strength
 from cheems.errors import InvalidInput
 from cheems.roles import ADMIN, ANNOTATOR, ROLES, Caller
 from services.store import validate as v
-from services.store.db import session_scope
+from services.store.db import read_scope
 from services.store.errors import Conflict, InvalidRecord, UnknownAnnotator
 from services.store.models import Annotator
 
@@ -140,12 +140,13 @@ def account_by_token(session: Session, token: str) -> Annotator | None:
 
 class AccountBook:
     """Bearer tokens checked against the store's accounts: `book(token)` -> the active account as a Caller, or
-    None. One indexed read per call, so a disabled account is refused at once."""
+    None. One indexed read per call, so a disabled account is refused at once; a read-only transaction, so a
+    check never waits behind a writer (an outbox relay, an ingest)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def __call__(self, token: str) -> Caller | None:
-        with session_scope(self.engine) as session:
+        with read_scope(self.engine) as session:
             found = account_by_token(session, token)
             return None if found is None else Caller(found.name, found.role)

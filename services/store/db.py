@@ -1,6 +1,11 @@
 """Engines and sessions: `StoreConfig` -> `create_engine_for(config)` -> `with session_scope(engine) as s: ...`.
 
-Tables are made by migrations (`services.store.migrate.upgrade(url)`), never here.
+    with session_scope(engine) as s: ...     # a unit of work that writes (on SQLite: the write lock from BEGIN)
+    with read_scope(engine) as s: ...        # one that only reads: never waits behind a writer
+
+A SQLite file runs in WAL mode, so readers and the one writer do not wait for each other; a read-only unit
+begins a deferred transaction (it takes no write lock) and refuses to write (SQLite `query_only`, PostgreSQL
+`READ ONLY`). Tables are made by migrations (`services.store.migrate.upgrade(url)`), never here.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from cheems.settings import Settings
 from services.store.errors import DatabaseUnreachable, InvalidRecord
 
 DEFAULT_DATABASE_URL: str = Settings.model_fields["database_url"].default  # the one default (CHEEMS_DATABASE_URL)
+READ_ONLY = "cheems_read_only"  # the execution option `read_scope` marks its connections with
 log = logging.getLogger(__name__)
 
 
@@ -92,20 +98,33 @@ def _private_sqlite_file(url: str) -> None:
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
-    # SQLite checks foreign keys only when asked, per connection.
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.close()
     # Python 3.11's sqlite3 begins transactions only before DML, so DDL (migrations) would autocommit and
     # savepoints misbehave; SQLAlchemy emits BEGIN itself instead (the recipe in its SQLite dialect docs).
     dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")  # SQLite checks foreign keys only when asked, per connection
+    # WAL: readers never wait for the writer, nor it for them. The mode is stored in the file, so this
+    # switches a file once (its first connection); later connections find it set. A memory database
+    # stays in memory mode. synchronous=FULL (SQLite's default, said here because it is chosen): every
+    # commit is on disk before it returns, so an acknowledged write survives a process crash and a power
+    # cut alike (NORMAL would survive the crash only); in WAL mode that is one fsync a commit.
+    if cursor.execute("PRAGMA journal_mode").fetchone()[0] not in ("wal", "memory"):
+        cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.close()
 
 
 def _sqlite_begin(connection: Connection) -> None:
     # IMMEDIATE takes the write lock up front. Our units of work read, then write; two deferred
     # transactions doing that at once deadlock, and SQLite fails one with "database is locked" at once
     # instead of waiting. Taking the lock first makes writers queue (up to the timeout) instead.
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
+    # A read-only unit (`read_scope`) begins deferred: it takes no write lock, so it never queues behind
+    # a writer (WAL), and `query_only` makes a write in it fail rather than upgrade the lock.
+    read_only = bool(connection.get_execution_options().get(READ_ONLY))
+    if connection.info.get(READ_ONLY, False) != read_only:  # the pooled connection remembers its setting
+        connection.exec_driver_sql(f"PRAGMA query_only={int(read_only)}")  # before BEGIN IMMEDIATE, which it refuses
+        connection.info[READ_ONLY] = read_only
+    connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 def connect(engine: Engine) -> Connection:
@@ -121,6 +140,22 @@ def connect(engine: Engine) -> Connection:
 @contextmanager
 def session_scope(engine: Engine) -> Iterator[Session]:
     """One unit of work: commits when the block ends normally, rolls back on any exception (and re-raises)."""
+    with _scope(engine) as session:
+        yield session
+
+
+@contextmanager
+def read_scope(engine: Engine) -> Iterator[Session]:
+    """A unit of work that only reads (a token check, a lookup): it never waits behind a writer, and a write
+    in it fails (SQLite `query_only`, PostgreSQL `READ ONLY`) instead of taking the write lock late."""
+    options = {READ_ONLY: True} | ({"postgresql_readonly": True} if engine.dialect.name == "postgresql" else {})
+    with _scope(engine) as session:
+        session.connection(execution_options=options)  # before the first query: the transaction begins marked
+        yield session
+
+
+@contextmanager
+def _scope(engine: Engine) -> Iterator[Session]:
     session = Session(engine, expire_on_commit=False)  # rows stay readable after the block
     try:
         yield session

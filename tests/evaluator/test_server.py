@@ -20,7 +20,7 @@ from sqlalchemy import Engine, func, select
 from cheems.formats.cheemsbench import BenchItem
 from cheems.formats.responses import Response
 from cheems.roles import OPERATOR
-from cheems.v1 import evaluation_pb2, evaluation_pb2_grpc
+from cheems.v1 import evaluation_pb2, evaluation_pb2_grpc, events_pb2
 from evaluator.convert import result_proto
 from evaluator.evaluate import EvalOptions, evaluate, load_subsets
 from evaluator.metrics import Semantics
@@ -29,6 +29,7 @@ from evaluator.pipeline.sink import ResultSink
 from evaluator.pipeline.worker import ScoreWorker
 from evaluator.report import to_json
 from evaluator.server import EvaluationServicer, host, resolve_bench
+from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
 from services.channels import open_channel
@@ -264,6 +265,35 @@ def test_a_broker_that_is_gone_is_unavailable_and_the_run_is_failed(engine: Engi
             assert failed.state == evaluation_pb2.RUN_STATE_FAILED and failed.error
     finally:
         grpc_host.stop(0)
+
+
+def test_a_replaced_broker_fails_start_run_instead_of_losing_its_requests(engine: Engine, bench_root: Path) -> None:
+    """Issue 41: after the broker was replaced, the producer failed every send for good (InitProducerId
+    UnknownError) and StartRun still answered OK, its score requests lost. Now StartRun answers OK only once
+    every request is acknowledged; a failed one is UNAVAILABLE, and the next StartRun gets a new producer."""
+    first = EmbeddedBroker().start()
+    first.create_topics([topics.SCORE_REQUESTS], partitions=2)
+    publisher = Publisher(first.bootstrap, max_block_ms=5000)
+    publisher.publish(topics.SCORE_REQUESTS, "k", events_pb2.ScoreRequestEvent()).get(30)  # a producer id
+    first.stop()
+    replaced = EmbeddedBroker(port=first.port).start()  # the same address, a new broker (memory: topics anew)
+    replaced.create_topics([topics.SCORE_REQUESTS], partitions=2)
+    grpc_host = host(EvaluationServicer(engine, publisher, bench_root), HostConfig(port=0, host="127.0.0.1"),
+                     AccountBook(engine)).start()  # fmt: skip
+    request = evaluation_pb2.StartRunRequest(bench_files=["human.jsonl"], scorer_url="h:1")
+    try:
+        with open_channel(f"127.0.0.1:{grpc_host.port}", token=account(engine, "ops", OPERATOR)) as channel:
+            with pytest.raises(grpc.RpcError) as error:
+                stub(channel).StartRun(request, timeout=60)
+            assert error.value.code() == grpc.StatusCode.UNAVAILABLE
+            started = stub(channel).StartRun(request, timeout=60)  # a new producer: the broker takes them
+        with session_scope(engine) as session:
+            states = {run.id: run.state for run in session.scalars(select(EvalRun))}
+        assert states.pop(started.run_id) == "running" and list(states.values()) == ["failed"]
+    finally:
+        grpc_host.stop(0)
+        publisher.close(timeout=5)
+        replaced.stop()
 
 
 def test_resolve_bench_stays_under_the_root(tmp_path: Path) -> None:

@@ -30,10 +30,10 @@ from cheems.v1 import reward_pb2
 from evaluator.evaluate import evaluate
 from evaluator.pipeline.gate import Gate, GatePolicy
 from evaluator.report import to_json
-from services.annotation.events import EventRelay
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
+from services.bus.relay import EventRelay
 from services.models.lifecycle import ModelLifecycle
 from services.scorer.client import RewardClient
 from services.scorer.config import ScorerConfig
@@ -42,6 +42,7 @@ from services.scorer.runtime import ScorerServer
 from services.store import repository
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
+from services.store.outbox import StoreOutbox
 from tests.services.scorer.test_reflection_client import ReflectedClient
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
@@ -123,7 +124,7 @@ def loop(
     with EmbeddedBroker() as broker:
         broker.create_topics(topics.with_dead_letters(), partitions=2)
         publisher = Publisher(broker.bootstrap)
-        relay = EventRelay(engine, publisher).start()  # as the training service relays the lifecycle's events
+        relay = EventRelay(StoreOutbox(engine), publisher).start()  # as the training service relays the events
         config = ScorerConfig(
             follow=True,
             bootstrap=broker.bootstrap,

@@ -187,13 +187,14 @@ def serve(db: str, bootstrap: str, config: TrainingConfig, on_ready: Callable[[i
     `cheems models ...`); several relays at once are safe (services.store.outbox).
     `on_ready(port)` runs once the server listens.
     """
-    from services.annotation.events import EventRelay
+    from services.bus.relay import EventRelay
     from services.store.accounts import AccountBook
     from services.store.db import StoreConfig, create_engine_for
+    from services.store.outbox import StoreOutbox
 
     publisher = Publisher(bootstrap, max_block_ms=10000) if bootstrap else None
     engine = create_engine_for(StoreConfig(db))
-    relay = EventRelay(engine, publisher).start() if publisher is not None else None
+    relay = EventRelay(StoreOutbox(engine), publisher).start() if publisher is not None else None
     service = TrainingService(engine, config, make_launcher(config), publisher)
     listen = HostConfig(port=config.port, host=config.host, tls_cert=config.tls_cert, tls_key=config.tls_key)
     grpc_host = host(service, listen, AccountBook(engine)).start()

@@ -36,12 +36,13 @@ from kafka.errors import KafkaError
 
 from cheems import errors
 from cheems.credentials import hide_password
-from services.annotation.events import BrokerUnavailable, RelayConfig
+from services.annotation.events import BrokerUnavailable
 from services.annotation.intake import matches, take_sample
 from services.annotation.judge.pairwise import ChatBackend, JudgeConfig, PairJudgment, judge_pair
 from services.annotation.service import MAX_LISTED, AnnotationService, OpenTask
 from services.bus import topics
 from services.bus.client import EventConsumer, Publisher
+from services.bus.relay import RelayConfig
 from services.hosting import GrpcHost, Heartbeat, HostConfig
 from services.store.models import utcnow
 from services.store.validate import digest

@@ -51,14 +51,14 @@ def registry_lookup(url: str) -> Lookup:
     from sqlalchemy.exc import SQLAlchemyError
 
     from services.store import lifecycle
-    from services.store.db import StoreConfig, create_engine_for, session_scope
+    from services.store.db import StoreConfig, create_engine_for, read_scope
     from services.store.errors import UnknownModel as NotRegistered
 
     engine = create_engine_for(StoreConfig(url))
 
     def lookup(name: str) -> tuple[ModelRef, list[str]]:
         try:
-            with session_scope(engine) as session:
+            with read_scope(engine) as session:  # never behind a writer: a call naming a model waits on it
                 model = lifecycle.resolve(session, name)
                 why = lifecycle.unservable_reason(model)
                 aliases = lifecycle.aliases(session).get(model.id, [])

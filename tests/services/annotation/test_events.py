@@ -16,13 +16,13 @@ from sqlalchemy import Engine, func, select
 from cheems.roles import ADMIN, ANNOTATOR
 from cheems.v1 import annotation_pb2 as pb
 from cheems.v1 import annotation_pb2_grpc, common_pb2
-from services.annotation.events import RelayConfig, RelayError
 from services.annotation.intake import IntakeConfig, SampleIntake
 from services.annotation.server import servicer_host
 from services.annotation.service import AnnotationService
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import EventConsumer, Publisher
+from services.bus.relay import RelayConfig, RelayError
 from services.channels import open_channel
 from services.hosting import HostConfig
 from services.store import outbox, repository

@@ -18,13 +18,15 @@ from sqlalchemy import Engine, func, select
 from cheems.roles import OPERATOR
 from cheems.v1 import common_pb2, events_pb2, ingestion_pb2, ingestion_pb2_grpc
 from services.bus import topics
-from services.bus.broker import EmbeddedBroker
+from services.bus.broker import EmbeddedBroker, free_port
 from services.bus.client import EventConsumer, Publisher
+from services.bus.relay import RelayConfig
 from services.channels import open_channel
 from services.hosting import HostConfig
 from services.ingestion.records import Parsed, read_samples
 from services.ingestion.server import host
 from services.ingestion.service import IngestionService
+from services.store import outbox
 from services.store.accounts import AccountBook
 from services.store.db import session_scope
 from services.store.models import Prompt, Response
@@ -79,25 +81,18 @@ def test_store_dedupes_and_keeps_good_records(engine: Engine) -> None:
     assert (again.stored, again.duplicates) == (0, 4)
 
 
-class RecordingPublisher:
-    """Stands in for `Publisher`: keeps what would have been sent."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, str, Any]] = []
-
-    def publish(self, topic: str, key: str, event: Any) -> None:
-        self.sent.append((topic, key, event))
-
-    def flush(self) -> None:
-        pass
-
-
-def test_sample_events_carry_the_source_the_store_keeps(engine: Engine) -> None:
-    publisher = RecordingPublisher()
-    IngestionService(engine, publisher, source="mixed.jsonl").ingest(parse_lines(LINES).samples)  # type: ignore[arg-type]
-    assert len(publisher.sent) == 3
-    for topic, key, event in publisher.sent:
-        assert (topic, event.sample.prompt_id) == (topics.SAMPLES, key)
+def test_sample_events_wait_in_the_outbox_with_the_source_the_store_keeps(engine: Engine) -> None:
+    nobody = Publisher(f"127.0.0.1:{free_port()}", max_block_ms=200, connect=False)  # a broker nobody runs
+    service = IngestionService(engine, nobody, source="mixed.jsonl", relay=RelayConfig(sweep_every=3600))
+    try:
+        summary = service.ingest(parse_lines(LINES).samples)
+        with session_scope(engine) as session:
+            waiting = [(e.topic, e.key, topics.PAYLOADS[e.topic].FromString(e.value)) for e in outbox.take(session, 10)]
+    finally:
+        service.close()
+    assert summary.stored == len(waiting) == 3  # stored and announced together: one event a new sample
+    for topic, key, event in waiting:
+        assert (topic, event.sample.prompt_id, event.header.producer) == (topics.SAMPLES, key, "ingestion")
         assert event.sample.source == "mixed.jsonl"
         with session_scope(engine) as session:
             assert session.get(Prompt, key).source == "mixed.jsonl"  # type: ignore[union-attr]
@@ -107,7 +102,8 @@ def test_samples_events_on_the_broker(engine: Engine) -> None:
     with EmbeddedBroker() as broker:
         broker.create_topics([topics.SAMPLES, topics.dead_letter(topics.SAMPLES)])
         publisher = Publisher(broker.bootstrap)
-        summary = IngestionService(engine, publisher).ingest(parse_lines(LINES).samples)
+        service = IngestionService(engine, publisher)
+        summary = service.ingest(parse_lines(LINES).samples)
         seen: list[events_pb2.SampleEvent] = []
         consumer = EventConsumer(
             broker.bootstrap, [topics.SAMPLES], "ingest-test", lambda topic, key, event: seen.append(event)
@@ -116,6 +112,7 @@ def test_samples_events_on_the_broker(engine: Engine) -> None:
         while len(seen) < summary.stored and time.monotonic() < deadline:
             consumer.poll_once()
         consumer.close()
+        service.close()
         publisher.close()
     assert sorted(e.sample.prompt for e in seen) == sorted(["你好", "天气", "写诗"])
     assert all(e.header.producer == "ingestion" and e.sample.prompt_id for e in seen)

@@ -1,10 +1,14 @@
 """The scorer with `--accounts` (torch backend, real gRPC and HTTP, SQLite and PostgreSQL): the store's accounts
 allowed to score are taken beside the static `--token`, a role that does not score is PERMISSION_DENIED (HTTP 403)
-naming the roles that do, a disabled account is refused at its next call, and health stays open."""
+naming the roles that do, a disabled account is refused at its next call, and health stays open; a relay waiting for
+a broker that does not answer never holds up a Score call's token check."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -17,10 +21,17 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy import Engine
 
 from cheems.roles import ANNOTATOR, OPERATOR, SCORER_CLIENT, SERVICE
-from cheems.v1 import reward_pb2, reward_pb2_grpc
+from cheems.v1 import common_pb2, events_pb2, reward_pb2, reward_pb2_grpc
+from services.bus import topics
+from services.bus.broker import EmbeddedBroker
+from services.bus.client import Publisher
+from services.bus.codec import encode
+from services.bus.relay import EventRelay, RelayConfig, RelayError
 from services.scorer.runtime import ScorerServer
+from services.store import outbox
 from services.store.accounts import disable
 from services.store.db import session_scope
+from services.store.outbox import StoreOutbox
 from tests.services.accounts import bearer
 from tests.services.scorer.conftest import running
 
@@ -80,3 +91,53 @@ def test_accounts_that_score_are_taken_beside_the_static_token(
     assert health.status == health_pb2.HealthCheckResponse.SERVING
     with urllib.request.urlopen(f"http://127.0.0.1:{scorer.http_port}/health", timeout=10) as reply:
         assert reply.status == 200
+
+
+class Watched(Publisher):
+    """A Publisher that says when a send began."""
+
+    def __init__(self, bootstrap: str, max_block_ms: int) -> None:
+        super().__init__(bootstrap, max_block_ms=max_block_ms)
+        self.sending = threading.Event()
+
+    def publish(self, topic: str, key: str, event: Any) -> Any:
+        self.sending.set()
+        return super().publish(topic, key, event)
+
+
+def drain(relay: EventRelay) -> None:
+    with contextlib.suppress(RelayError):  # the broker did not answer in time: the event waits
+        relay.drain()
+
+
+def test_score_is_served_while_an_outbox_relay_waits_for_a_broker_that_does_not_answer(
+    scorer: ScorerServer, engine: Engine, account: Callable[[str, str], str]
+) -> None:
+    """Issue 41: a relay held the SQLite write lock while it waited for the broker's acknowledgements; the
+    scorer's per-call token check queued behind it and Score calls ended in DEADLINE_EXCEEDED."""
+    rlhf = account("grpo-run", SCORER_CLIENT)
+    with EmbeddedBroker() as broker:
+        broker.create_topics([topics.RANKINGS])
+        publisher = Watched(broker.bootstrap, max_block_ms=5000)
+        with session_scope(engine) as session:
+            event = events_pb2.RankingEvent(ranking=common_pb2.Ranking(prompt_id="p", rank={"r1": 1}))
+            outbox.add(session, topics.RANKINGS, "p", encode(topics.RANKINGS, event).value)
+        assert broker.process is not None
+        broker.process.send_signal(signal.SIGSTOP)  # it keeps its connections and answers nothing
+        relay = EventRelay(StoreOutbox(engine), publisher, RelayConfig(ack_timeout=5.0))
+        thread = threading.Thread(target=drain, args=(relay,), daemon=True)
+        thread.start()
+        try:
+            assert publisher.sending.wait(30)
+            with grpc.insecure_channel(f"127.0.0.1:{scorer.grpc_port}") as channel:
+                stub = reward_pb2_grpc.RewardServiceStub(channel)
+                assert len(stub.Score(REQUEST, metadata=bearer(rlhf), timeout=3).scores) == 2
+            made: list[str] = []
+            writer = threading.Thread(target=lambda: made.append(account("ops", OPERATOR)), daemon=True)
+            writer.start()
+            writer.join(3)  # another connection's write does not wait for the relay either
+            assert made
+        finally:
+            broker.process.send_signal(signal.SIGCONT)
+            thread.join(30)
+            publisher.close(timeout=5)

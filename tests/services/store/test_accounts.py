@@ -1,8 +1,11 @@
 """Accounts in the store (SQLite and PostgreSQL): a role each, tokens kept only as their sha256, a token made
 elsewhere taken (and taken again without a change), a disabled or reset account refused at its next lookup, and
-the accounts of before roles (an admin flag) migrated to the roles they had."""
+the accounts of before roles (an admin flag) migrated to the roles they had; a token check never waits behind a
+writer."""
 
 from __future__ import annotations
+
+import threading
 
 import pytest
 from sqlalchemy import Engine, text
@@ -78,6 +81,20 @@ def test_a_token_made_elsewhere_is_taken_and_adding_it_again_changes_nothing(eng
     with session_scope(engine) as s:
         accounts.enable(s, "eval-worker")
     assert book(made) == Caller("eval-worker", SERVICE)  # its own token again
+
+
+def test_a_token_check_never_waits_behind_a_writer(engine: Engine) -> None:
+    """A writer holding its transaction (an outbox relay waiting for a broker, a long ingest) leaves the check
+    free: on SQLite a check that began BEGIN IMMEDIATE queued behind it (up to the 30 s busy timeout)."""
+    with session_scope(engine) as s:
+        token = accounts.add_account(s, "scorer-client", SERVICE)
+    book, seen = accounts.AccountBook(engine), []
+    with session_scope(engine) as writer:
+        accounts.add_account(writer, "someone", OPERATOR)  # on SQLite: the write lock, held to the block's end
+        check = threading.Thread(target=lambda: seen.append(book(token)), daemon=True)
+        check.start()
+        check.join(10)
+        assert seen == [Caller("scorer-client", SERVICE)], "the token check waited behind the writer"
 
 
 def test_admins_and_annotators_of_before_roles_keep_what_they_were(db_url: str) -> None:

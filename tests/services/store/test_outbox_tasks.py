@@ -1,8 +1,13 @@
-"""The event outbox (order, one relay at a time) and the open-task queue, on SQLite and PostgreSQL."""
+"""The event outbox (order; one relay at a time, by a claim that holds no transaction and dies with its holder) and
+the open-task queue, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
@@ -11,7 +16,10 @@ from services.store import outbox, repository
 from services.store.db import session_scope
 from services.store.errors import UnknownPrompt
 from services.store.models import utcnow
+from services.store.outbox import StoreOutbox
 from services.store.tasks import lock_prompt, open_count, open_tasks
+
+ROOT = str(Path(__file__).resolve().parents[3])
 
 
 def test_events_wait_in_order_until_removed(engine: Engine) -> None:
@@ -25,13 +33,48 @@ def test_events_wait_in_order_until_removed(engine: Engine) -> None:
         assert [r.key for r in outbox.take(session, 10)] == ["p2"] and outbox.waiting(session) == 1
 
 
-@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)  # SQLite: BEGIN IMMEDIATE serialises them
-def test_one_relay_at_a_time_takes_events(engine: Engine) -> None:
-    with session_scope(engine) as session:
-        outbox.add(session, "cheems.rankings.v1", "p", b"x")
-    with session_scope(engine) as first, session_scope(engine) as second:
-        assert len(outbox.take(first, 10)) == 1
-        assert outbox.take(second, 10) == []  # the first still holds the lock
+def test_one_relay_at_a_time_claims_the_outbox_with_no_transaction_open(engine: Engine) -> None:
+    first, second = StoreOutbox(engine), StoreOutbox(engine)  # two relays: two processes' views of one database
+    with first.claim() as held:
+        assert held
+        with second.claim() as other:
+            assert not other  # the first still holds it
+        with session_scope(engine) as session:  # the claim is no transaction: a writer does not wait for it
+            outbox.add(session, "cheems.rankings.v1", "p", b"x")
+        assert [(e.key, e.value) for e in first.take(10)] == [("p", b"x")]
+    with second.claim() as held:
+        assert held  # released with the block
+        second.remove([e.id for e in second.take(10)])
+    assert second.waiting() == 0
+
+
+HOLDER = """
+import sys, time
+from services.store.db import StoreConfig, create_engine_for
+from services.store.outbox import StoreOutbox
+with StoreOutbox(create_engine_for(StoreConfig(sys.argv[1]))).claim() as held:
+    print(held, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_the_claim_dies_with_its_holder(engine: Engine, db_url: str) -> None:
+    """A relay SIGKILLed while it waits for the broker leaves no lock behind."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, db_url],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "True"
+        with StoreOutbox(engine).claim() as held:
+            assert not held
+    finally:
+        holder.kill()
+        holder.wait(10)
+    with StoreOutbox(engine).claim() as held:
+        assert held
 
 
 def test_open_tasks_oldest_first_with_their_texts(engine: Engine, prompt_id: str) -> None:

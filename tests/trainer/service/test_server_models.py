@@ -15,13 +15,14 @@ from sqlalchemy import Engine
 
 from cheems.roles import ADMIN
 from cheems.v1 import training_pb2, training_pb2_grpc
-from services.annotation.events import EventRelay
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
+from services.bus.relay import EventRelay
 from services.channels import open_channel
 from services.hosting import HostConfig
 from services.store.accounts import AccountBook
+from services.store.outbox import StoreOutbox
 from tests.trainer.conftest import read_events
 from trainer.service.config import TrainingConfig
 from trainer.service.launchers.local import LocalLauncher
@@ -97,7 +98,7 @@ def test_register_promote_rollback_reject_over_grpc_each_step_announced(
 
     publisher = Publisher(broker.bootstrap)
     try:
-        EventRelay(engine, publisher).drain()
+        EventRelay(StoreOutbox(engine), publisher).drain()
     finally:
         publisher.close()
     events = [e for e in read_events(broker.bootstrap, topics.MODELS, want=8) if e.model.model_id in models]

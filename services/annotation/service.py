@@ -125,7 +125,9 @@ class AnnotationService:
         self.exports = exports or ExportConfig()
         self.relay: EventRelay | None = None
         if publisher is not None:
-            self.relay = EventRelay(StoreOutbox(engine), publisher, relay or RelayConfig()).start()
+            self.relay = EventRelay(
+                StoreOutbox(engine, topics.RELAYED_BY["annotation"]), publisher, relay or RelayConfig()
+            ).start()
 
     def create_tasks(self, prompt_id: str, group_size: int = 3) -> list[tuple[str, list[str]]]:
         """(task id, response keys) for the prompt: circular triples (group_size 3) or all pairs (2)."""

@@ -39,6 +39,14 @@ PAYLOADS: dict[str, type[Message]] = {
     MODELS: events_pb2.ModelEvent,
 }
 ALL = tuple(PAYLOADS)
+# What each service's outbox relay publishes (`services.store.outbox.StoreOutbox`): the events of its own changes
+# and no others, so its Kafka user needs write on these alone (k8s/kafka/users.yaml). The model lifecycle's
+# events, whoever recorded them (`cheems models ...`, the evaluation gate), leave through the training service.
+RELAYED_BY: dict[str, tuple[str, ...]] = {
+    "ingestion": (SAMPLES,),
+    "annotation": (ANNOTATIONS, RANKINGS),  # the annotation service and the AI judge worker
+    "training": (MODELS,),
+}
 
 
 DAY_MS = 24 * 3600 * 1000

@@ -53,7 +53,9 @@ class IngestionService:
         self.engine, self.source = engine, source
         self.relay: EventRelay | None = None
         if publisher is not None:
-            self.relay = EventRelay(StoreOutbox(engine), publisher, relay or RelayConfig()).start()
+            self.relay = EventRelay(
+                StoreOutbox(engine, topics.RELAYED_BY["ingestion"]), publisher, relay or RelayConfig()
+            ).start()
 
     def ingest(self, samples: Iterable[SampleRecord], errors: Iterable[RecordError] = ()) -> Summary:
         summary = Summary(errors=list(errors))

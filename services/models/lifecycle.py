@@ -9,8 +9,8 @@
 
 Every step's ModelEvent (cheems.models.v1: the model as it is after the step, and the step) is written to
 the store's outbox in the transaction of the step, so a recorded step is always announced, at least once,
-by an outbox relay (the annotation service runs one) or by `publish_pending` from any process that has a
-publisher. The steps themselves, their rules and their locking: `services.store.lifecycle`.
+by the outbox relay of the models' topic (the training service runs it: `services.bus.topics.RELAYED_BY`).
+The steps themselves, their rules and their locking: `services.store.lifecycle`.
 """
 
 from __future__ import annotations

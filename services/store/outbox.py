@@ -7,13 +7,15 @@ relay that dies between the acknowledgement and the delete sends them again, wit
     with session_scope(engine) as s:                 # the change
         ...
         outbox.add(s, "cheems.rankings.v1", prompt_id, event.SerializeToString())
-    box = StoreOutbox(engine)                        # the relay's view (`services.bus.relay.EventRelay`)
+    box = StoreOutbox(engine, ["cheems.rankings.v1"])  # a relay's view: the topics it may publish
     with box.claim() as mine:                        # False while another relay is at work
         rows = box.take(256) if mine else []         # oldest first, in a short read-only transaction
         ...publish, wait for the acknowledgements: no transaction open...
         box.remove([row.id for row in rows])         # a short transaction of its own
 
-One relay at a time per database keeps the events of one key in order across processes. Its lock needs no
+Each service relays the topics it owns and no others (ingestion: samples; annotation and the judge: annotations
+and rankings; training: models), so its Kafka credentials need write on those alone. One relay at a time per
+database and topic set keeps the events of one key in order across processes. Its lock needs no
 open transaction and dies with its holder: on PostgreSQL a session-level advisory lock (per schema) taken on
 a connection of its own in autocommit mode, on a SQLite file an OS lock (flock) on a file beside it, else
 (a memory database) a lock of this process.
@@ -62,9 +64,12 @@ def add(session: Session, topic: str, key: str, value: bytes) -> int:
     return row.id
 
 
-def take(session: Session, limit: int) -> list[OutboxEvent]:
-    """Up to `limit` waiting events, oldest first (the caller holds the relay lock: `StoreOutbox.claim`)."""
+def take(session: Session, limit: int, topics: Sequence[str] = ()) -> list[OutboxEvent]:
+    """Up to `limit` waiting events of `topics` (every topic when empty), oldest first (the caller holds the
+    relay lock: `StoreOutbox.claim`)."""
     query = select(OutboxEvent).order_by(OutboxEvent.id).limit(v.count("limit", limit, minimum=1))
+    if topics:
+        query = query.where(OutboxEvent.topic.in_(list(topics)))
     return list(session.scalars(query))
 
 
@@ -80,25 +85,28 @@ def waiting(session: Session) -> int:
 
 
 class StoreOutbox:
-    """The outbox of one database as a relay works it: claim, take, (publish), remove; each step is short."""
+    """The outbox of one database as a relay of `topics` works it (every topic when empty): claim, take,
+    (publish), remove; each step is short."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, engine: Engine, topics: Sequence[str] = ()) -> None:
+        self.engine, self.topics = engine, tuple(sorted(set(topics)))
+        # relays of other topic sets work beside this one: their events' keys never meet
+        self._tag = f"{zlib.crc32('|'.join(self.topics).encode()):08x}" if self.topics else ""
 
     def claim(self) -> contextlib.AbstractContextManager[bool]:
         """The relay lock for the block: True when this relay holds it, False while another one does."""
         if self.engine.dialect.name == "postgresql":
-            return _advisory_lock(self.engine)
+            return _advisory_lock(self.engine, self._tag)
         database = make_url(self.engine.url).database or ""
         if database and database != ":memory:" and not database.startswith("file:"):
-            return _file_lock(database + LOCK_SUFFIX)
+            return _file_lock(database + (f"-{self._tag}" if self._tag else "") + LOCK_SUFFIX)
         with _local_guard:
-            lock = _local_locks.setdefault(str(self.engine.url), threading.Lock())
+            lock = _local_locks.setdefault(f"{self.engine.url}#{self._tag}", threading.Lock())
         return _thread_lock(lock)
 
     def take(self, limit: int) -> list[Waiting]:
         with read_scope(self.engine) as session:
-            return [Waiting(r.id, r.topic, r.key, r.value) for r in take(session, limit)]
+            return [Waiting(r.id, r.topic, r.key, r.value) for r in take(session, limit, self.topics)]
 
     def remove(self, ids: Sequence[int]) -> None:
         with session_scope(self.engine) as session:
@@ -110,13 +118,14 @@ class StoreOutbox:
 
 
 @contextlib.contextmanager
-def _advisory_lock(engine: Engine) -> Iterator[bool]:
+def _advisory_lock(engine: Engine, tag: str) -> Iterator[bool]:
     # Autocommit: the lock is the session's, not a transaction's, so the connection idles outside any
-    # transaction while the relay waits for the broker. Keyed by schema: one relay per outbox table.
+    # transaction while the relay waits for the broker. Keyed by schema and topic set: one relay per outbox
+    # table and topic set.
     with engine.connect() as connection:
         connection = connection.execution_options(isolation_level="AUTOCOMMIT")
         schema = connection.scalar(text("SELECT current_schema()")) or ""
-        keys = {"key": RELAY_LOCK, "schema": zlib.crc32(schema.encode()) - 2**31}  # two int4 keys
+        keys = {"key": RELAY_LOCK, "schema": zlib.crc32(f"{schema}#{tag}".encode()) - 2**31}  # two int4 keys
         held = bool(connection.scalar(text("SELECT pg_try_advisory_lock(:key, :schema)"), keys))
         try:
             yield held

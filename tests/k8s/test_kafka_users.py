@@ -19,13 +19,13 @@ from tests.k8s.manifests import by_kind, containers, pod_specs, render
 from trainer.service.auto import GROUP as TRAINING_GROUP
 
 WRITE, READ = ("Write", "Describe"), ("Read", "Describe")
-OUTBOX = (t.ANNOTATIONS, t.RANKINGS, t.MODELS)  # any service relaying the store's outbox publishes all three
+RELAYED = t.RELAYED_BY  # each service's outbox relay publishes its own topics and no others
 
 # user: (topics it produces, including the dead letters its consumers write; topics it consumes; its groups)
 EXPECTED: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
-    "cheems-ingestion": ((t.SAMPLES,), (), ()),
-    "cheems-annotation": ((*OUTBOX, dead_letter(t.SAMPLES)), (t.SAMPLES,), (INTAKE_GROUP,)),
-    "cheems-judge": ((*OUTBOX, dead_letter(t.SAMPLES)), (t.SAMPLES,), (JUDGE_GROUP,)),
+    "cheems-ingestion": (RELAYED["ingestion"], (), ()),
+    "cheems-annotation": ((*RELAYED["annotation"], dead_letter(t.SAMPLES)), (t.SAMPLES,), (INTAKE_GROUP,)),
+    "cheems-judge": ((*RELAYED["annotation"], dead_letter(t.SAMPLES)), (t.SAMPLES,), (JUDGE_GROUP,)),
     "cheems-evaluation": (
         (t.SCORE_REQUESTS, dead_letter(t.MODELS), dead_letter(t.EVAL_RESULTS)),
         (t.MODELS, t.EVAL_RESULTS),
@@ -33,7 +33,7 @@ EXPECTED: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = 
     ),
     "cheems-eval-worker": ((t.SCORES, dead_letter(t.SCORE_REQUESTS)), (t.SCORE_REQUESTS,), (WORKER_GROUP,)),
     "cheems-eval-sink": ((t.EVAL_RESULTS, dead_letter(t.SCORES)), (t.SCORES,), (SINK_GROUP,)),
-    "cheems-training": ((t.DATASETS, *OUTBOX, dead_letter(t.RANKINGS)), (t.RANKINGS,), (TRAINING_GROUP,)),
+    "cheems-training": ((t.DATASETS, *RELAYED["training"], dead_letter(t.RANKINGS)), (t.RANKINGS,), (TRAINING_GROUP,)),
     "cheems-scorer": ((), (t.MODELS,), ()),  # every partition assigned, no group: no group ACL
 }
 

@@ -25,8 +25,9 @@ from sqlalchemy.engine import Engine
 from cheems.v1 import events_pb2
 from services.bus import topics
 from services.bus.client import Publisher
+from services.bus.codec import encode
 from services.models.messages import model_message
-from services.store import registry
+from services.store import outbox, registry
 from services.store.db import session_scope
 from services.store.models import Training
 from services.store.registry import ENDED
@@ -57,6 +58,10 @@ class Trainings(Protocol):
     def update(self, training_id: str, **changes: object) -> None: ...
 
     def launch(self, training_id: str) -> None: ...
+
+    def announced(self) -> None:
+        """Events were queued in the outbox: publish them now rather than at the relay's next sweep."""
+        ...
 
 
 class Monitor:
@@ -123,14 +128,16 @@ class Monitor:
         return True
 
     def _register(self, training_id: str, path: str, overall: float | None) -> None:
+        # The ModelEvent goes to the outbox in the registration's transaction (never a transaction waiting on
+        # the broker): the service's relay publishes it after the commit, and a crash or an outage delays it only.
         with session_scope(self.service.engine) as session:
             model, created = registry.register_model(session, training_id, path, overall)
-            if created and self.service.publisher is not None:
+            if created:
                 event = events_pb2.ModelEvent(
                     header=events_pb2.EventHeader(producer="training"), model=model_message(model)
                 )
-                self.service.publisher.publish(topics.MODELS, model.id, event)
-                self.service.publisher.flush()
+                outbox.add(session, topics.MODELS, model.id, encode(topics.MODELS, event).value)
+        self.service.announced()
         log.info("training %s: succeeded, model %s at %s (overall %s)", training_id, model.id, path, overall)
 
     def _fail(self, training_id: str, error: str) -> None:

@@ -183,19 +183,16 @@ def serve(db: str, bootstrap: str, config: TrainingConfig, on_ready: Callable[[i
     """`cheems service training`: expects a migrated database (`cheems db upgrade`), runs until SIGTERM.
 
     Without a bootstrap no events are published and no automatic training is possible. With one, the
-    store's outbox is relayed too (the model lifecycle's events, whoever recorded them: this service,
-    `cheems models ...`); several relays at once are safe (services.store.outbox).
+    store's outbox's model events are relayed too (the model lifecycle's, whoever recorded them: this service,
+    `cheems models ...`, the gate); several relays at once are safe (services.store.outbox).
     `on_ready(port)` runs once the server listens.
     """
-    from services.bus.relay import EventRelay
     from services.store.accounts import AccountBook
     from services.store.db import StoreConfig, create_engine_for
-    from services.store.outbox import StoreOutbox
 
     publisher = Publisher(bootstrap, max_block_ms=10000) if bootstrap else None
     engine = create_engine_for(StoreConfig(db))
-    relay = EventRelay(StoreOutbox(engine), publisher).start() if publisher is not None else None
-    service = TrainingService(engine, config, make_launcher(config), publisher)
+    service = TrainingService(engine, config, make_launcher(config), publisher)  # it relays the models' events
     listen = HostConfig(port=config.port, host=config.host, tls_cert=config.tls_cert, tls_key=config.tls_key)
     grpc_host = host(service, listen, AccountBook(engine)).start()
     recovered = service.recover()
@@ -213,8 +210,6 @@ def serve(db: str, bootstrap: str, config: TrainingConfig, on_ready: Callable[[i
     def stop() -> None:
         auto.close()
         service.close()
-        if relay is not None:
-            relay.stop()
 
     grpc_host.wait_for_signal(on_stop=stop)
     if publisher is not None:

@@ -6,7 +6,8 @@
 
 A training is recorded (pending), launched (running, with the launcher's handle) and watched by a
 monitor thread (`trainer.service.monitor`), which records its progress and, when it ends, registers
-its model (publishing a ModelEvent) or records why it failed. A request the service cannot take
+its model (its ModelEvent queued in the store's outbox, which this service's relay publishes) or records why it
+failed. A request the service cannot take
 (an unknown recipe, an override of a field that is no TrainConfig's, a dataset with no pair) raises
 an InvalidInput before anything is stored; a gRPC request's overrides are first held to the training knobs
 (`requested`, `trainer.service.knobs`: no model, trust_remote_code or path; the base model is a registered
@@ -24,11 +25,14 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 
 from cheems.errors import Conflict, InvalidInput
+from services.bus import topics
 from services.bus.client import Publisher
+from services.bus.relay import EventRelay
 from services.store import lifecycle, registry
 from services.store.db import session_scope
 from services.store.errors import UnknownModel
 from services.store.models import Dataset, RegisteredModel, Training
+from services.store.outbox import StoreOutbox
 from trainer.datasets.build import DatasetOptions, create_dataset
 from trainer.recipes import recipe as training_recipe
 from trainer.service.config import TrainingConfig
@@ -53,6 +57,10 @@ class TrainingService:
         self.bench_root = Path(config.bench_root).absolute() if config.bench_root else self.data_dir / "bench"
         self.lock = threading.RLock()  # start, cancel and a run's end are decided one at a time
         self.monitor = Monitor(self)
+        # publishes the models' events (this service's registrations, `cheems models ...`, the gate's decisions)
+        # from the store's outbox; none without a publisher: they wait there for a service that has one
+        self.relay = None if publisher is None else EventRelay(StoreOutbox(engine, topics.RELAYED_BY["training"]),
+                                                               publisher).start()  # fmt: skip
 
     # datasets
 
@@ -192,8 +200,15 @@ class TrainingService:
         return len(trainings)
 
     def close(self) -> None:
-        """Stop watching (the runs go on; a restarted service re-attaches to them)."""
+        """Stop watching (the runs go on; a restarted service re-attaches to them) and relaying (what waits is
+        published by the next start)."""
         self.monitor.close()
+        if self.relay is not None:
+            self.relay.stop()
+
+    def announced(self) -> None:
+        if self.relay is not None:
+            self.relay.kick()
 
     def update(self, training_id: str, **changes: object) -> None:
         """Record progress or state (a training that ended keeps its state)."""

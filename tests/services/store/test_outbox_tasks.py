@@ -48,6 +48,23 @@ def test_one_relay_at_a_time_claims_the_outbox_with_no_transaction_open(engine: 
     assert second.waiting() == 0
 
 
+def test_a_relay_takes_only_its_own_topics_and_works_beside_the_relays_of_others(engine: Engine) -> None:
+    """Least privilege on the bus: the ingestion service's relay publishes samples, never another service's
+    rankings or models (its Kafka user may not write them); relays of other topics do not wait for each other."""
+    from services.bus import topics
+
+    with session_scope(engine) as session:
+        for topic in (topics.SAMPLES, topics.RANKINGS, topics.MODELS, topics.SAMPLES):
+            outbox.add(session, topic, "k", topic.encode())
+    ingestion = StoreOutbox(engine, topics.RELAYED_BY["ingestion"])
+    training = StoreOutbox(engine, topics.RELAYED_BY["training"])
+    with ingestion.claim() as mine, training.claim() as theirs, StoreOutbox(engine, [topics.SAMPLES]).claim() as twin:
+        assert mine and theirs and not twin  # one relay per topic set at a time; other sets work beside it
+        assert [e.topic for e in ingestion.take(10)] == [topics.SAMPLES, topics.SAMPLES]
+        assert [e.topic for e in training.take(10)] == [topics.MODELS]
+    assert {e.topic for e in StoreOutbox(engine).take(10)} == {topics.SAMPLES, topics.RANKINGS, topics.MODELS}
+
+
 HOLDER = """
 import sys, time
 from services.store.db import StoreConfig, create_engine_for

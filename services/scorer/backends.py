@@ -110,6 +110,12 @@ class TorchBackend:
         self.model = None  # the memory goes now, not when the last reference to this backend does
 
 
+# Failed inferences in a row after which a model counts as broken: a Python-backend stub (or what it started) that
+# died leaves tritonserver up and every call of that model failing ("Stub process ... is not healthy", or
+# UNAVAILABLE) until Triton is restarted. One success, or a restart, resets the count; a deadline is no failure.
+BROKEN_AFTER = 3
+
+
 class TritonBackend:
     name = "triton"
 
@@ -132,6 +138,8 @@ class TritonBackend:
         self.url = url
         self.client = triton_grpc.InferenceServerClient(url=url)
         self.cost = cost
+        self.failures = 0  # inferences failed in a row, past their deadline or not (`broken`)
+        self._generation = 0  # which server the failures are counted against (`reconnect` moves on)
         self._said: dict[str, str] = {}
         if prefix_sharing is not None:
             self._said["prefix_sharing"] = "on" if prefix_sharing else "off"
@@ -164,13 +172,22 @@ class TritonBackend:
         """Point at a restarted Triton; calls in flight on the old one fail as UNAVAILABLE."""
         old, self.url = self.client, url
         self.client = self._grpc.InferenceServerClient(url=url)
+        self._generation += 1  # the old server's calls failing now count against nobody
+        self.failures = 0
         old.close()
 
     def ready(self) -> bool:
+        if self.broken():
+            return False
         try:
             return bool(self.client.is_model_ready(self.model_name))
         except Exception:
             return False
+
+    def broken(self) -> bool:
+        """Whether the model's last BROKEN_AFTER inferences all failed: only a restart of Triton brings it back
+        (the scorer's supervisor restarts it, as after a crash, `ServedModel.dead`)."""
+        return self.failures >= BROKEN_AFTER
 
     def score(self, sequences: Sequence[Sequence[int]], deadline: Deadline | None = None) -> list[float]:
         """One Triton request per length bucket (`batching.BUCKET` tokens) and chunk of max_batch_size rows;
@@ -208,11 +225,16 @@ class TritonBackend:
         inputs[0].set_data_from_numpy(ids)
         inputs[1].set_data_from_numpy(lengths)
         future: Future[Any] = Future()
+        generation = self._generation
 
         def done(result: Any, error: Any) -> None:
             if error is not None:
-                future.set_exception(self._translate(error))
+                failure = self._translate(error)
+                if not isinstance(failure, DeadlineExceeded) and generation == self._generation:
+                    self.failures += 1  # this server could not run the model (a deadline says nothing of it)
+                future.set_exception(failure)
             else:
+                self.failures = 0
                 future.set_result(result)
 
         try:
@@ -234,6 +256,8 @@ class TritonBackend:
             return DeadlineExceeded(f"Triton did not answer within the deadline: {text}")
         if any(code in status for code in ("UNAVAILABLE", "CANCELLED")) or "connect" in text.lower():
             return BackendUnavailable(f"Triton at {self.url} is unreachable: {text}")
+        if "is not healthy" in text:  # the model's stub died: the call may be retried once Triton is restarted
+            return BackendUnavailable(f"Triton's process for {self.model_name} died (being restarted): {text}")
         return ScorerError(f"Triton inference failed: {text}")
 
     def close(self) -> None:

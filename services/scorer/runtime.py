@@ -176,14 +176,20 @@ class ScorerServer:
             current = models.current
             return current.ready() if current is not None else self.follower is not None
 
-        def dead() -> bool:
+        def held() -> list[ServedModel]:
+            """The default model, then the others the shelf holds (all in one Triton when it is ours)."""
             current = models.current
-            return current is not None and current.dead()
+            others = [m for m, default, _ in self.shelf.loaded() if not default] if self.shelf is not None else []
+            return ([current] if current is not None else []) + others
+
+        def dead() -> bool:
+            return any(m.dead() for m in held())
 
         def restart() -> None:
-            # only a dead one: a switch may have replaced the dead model by a live one meanwhile
-            if (current := models.current) is not None and current.dead():
-                current.restart()
+            # only a dead one: a switch may have replaced the dead model by a live one meanwhile; restarting one
+            # model's Triton brings back every model it holds (`SharedTriton.restart`)
+            if (victim := next((m for m in held() if m.dead()), None)) is not None:
+                victim.restart()
 
         return Supervisor(
             ready,

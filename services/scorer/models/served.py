@@ -98,15 +98,23 @@ class ServedModel:
         return bool(self.backend.ready())
 
     def dead(self) -> bool:
-        """Its own Triton died (a torch backend or an external Triton never does: nothing to restart)."""
-        return self.host is not None and not self.host.alive()
+        """Its own Triton died, or lives with this model's process in it dead (its calls all fail: `broken`); a
+        torch backend or an external Triton never does: nothing to restart."""
+        return self.host is not None and (not self.host.alive() or self.broken())
+
+    def broken(self) -> bool:
+        """Its backend says every recent call failed in a live server (`TritonBackend.broken`)."""
+        broken = getattr(self.backend, "broken", None)
+        return broken is not None and bool(broken())
 
     def restart(self) -> None:
         """Bring its Triton back (the supervisor's restart); a closed model stays closed."""
         with self._host_lock:
             if self.closed or self.host is None:
                 return
-            self.host.restart()  # the backend learns the new address from the host (`on_restart`)
+            # the backend learns the new address from the host (`on_restart`); a live Triton holding a dead
+            # model process is restarted too (only Triton's backend says `broken`)
+            self.host.restart(force=True) if self.broken() else self.host.restart()
 
     def close(self) -> None:
         with self._host_lock:

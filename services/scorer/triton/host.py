@@ -87,9 +87,10 @@ class TritonHost:
         log.info("Triton at %s serves %s as %s", url, self.model_dir, self.name)
         return url
 
-    def restart(self) -> str:
-        """The server back, if it died (every model bound to it with it); returns its URL."""
-        return self.server.restart()
+    def restart(self, force: bool = False) -> str:
+        """The server back, if it died or `force` (a model's process in it died; every model bound to it comes
+        back with it); returns its URL."""
+        return self.server.restart(force)
 
     def stop(self) -> None:
         self.server.remove(self.name)

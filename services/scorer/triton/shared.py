@@ -124,10 +124,11 @@ class SharedTriton:
                 served.clean()
             log.info("Triton at %s unloaded %s (%d model(s) left)", self.url, name, len(self._bound))
 
-    def restart(self) -> str:
-        """A new server with every bound model, when this one died (a live one is kept); returns the URL."""
+    def restart(self, force: bool = False) -> str:
+        """A new server with every bound model, when this one died or `force` (it lives, but a model's process
+        in it died: its calls all fail); a live one is kept otherwise. Returns the URL."""
         with self._lock:
-            if self.alive():
+            if self.alive() and not force:
                 return self.url
             self._stop_server()
             self._start()

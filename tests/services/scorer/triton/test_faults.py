@@ -7,6 +7,7 @@ scorer gives up); the scorer recovers on its own; and no Triton process outlives
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -113,6 +114,42 @@ def test_sigkill_triton_under_load_recovers_and_health_tells_the_truth(own_trito
     assert server.supervisor is not None and server.supervisor.restarts == 1
     assert not [p for p in old_tree if processes.alive(p)], "processes of the killed Triton survived"
     channel.close()
+
+
+def python_backend(host_pid: int) -> list[processes.Proc]:
+    """The model's Python-backend stub under tritonserver, then what the stub started (PyTriton's helpers)."""
+    tree = processes.tree(host_pid)
+    stub = next(p for p in tree if "triton_python_backend_stub" in " ".join(processes.command(p.pid)[:1]))
+    return [p for p in processes.tree(stub.pid)]
+
+
+def scores_again(stub: Any, before: list[float], codes: list[str]) -> bool:
+    """Whether a Score call answers the scores of before (each failure's code noted)."""
+    try:
+        return list(stub.Score(REQUEST, timeout=5).scores) == pytest.approx(before, abs=1e-5)
+    except grpc.RpcError as e:
+        codes.append(e.code().name)
+        return False
+
+
+def test_a_dead_python_backend_stub_or_its_helper_gets_triton_restarted(own_triton: ScorerServer) -> None:
+    """tritonserver lives on when its model's stub dies, and every call of the model fails ("Stub process ... is
+    not healthy"): the scorer must notice from the failures, answer UNAVAILABLE (retry), never INTERNAL, and
+    restart Triton by itself. Then the same with the process the stub started."""
+    server, host = own_triton, own_triton.host
+    assert host is not None and host.pid is not None
+    stub = reward_pb2_grpc.RewardServiceStub(grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}"))
+    before = list(stub.Score(REQUEST, timeout=30).scores)
+    for round, pick in enumerate((lambda ps: ps[0], lambda ps: ps[-1])):  # the stub; then its last helper
+        assert host.pid is not None
+        victim = pick(python_backend(host.pid))
+        os.kill(victim.pid, signal.SIGKILL)
+        codes: list[str] = []
+        recovered = functools.partial(scores_again, stub, before, codes)
+        assert wait_for(recovered, 120, every=0.5), f"round {round}: never scored again; codes {codes}"
+        assert "INTERNAL" not in codes and set(codes) <= {"UNAVAILABLE", "DEADLINE_EXCEEDED"}, codes
+        assert server.supervisor is not None and server.supervisor.restarts == round + 1
+        assert health(server.grpc_port) == SERVING
 
 
 def test_a_scorer_that_cannot_restart_triton_fails_liveness(tiny_model: Path) -> None:

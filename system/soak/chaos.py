@@ -3,8 +3,9 @@ period, and how long its service took to answer its health check again.
 
 The tree is read from /proc (`cheems.processes`): `cheems up`'s children are the services (matched to the plan by their
 command lines), everything below a child (Tansu under the broker, Triton and its stubs under the scorer, torchrun
-workers, a vLLM engine) belongs to that service. A victim is drawn service first, then one of its processes, so
-the broker is hit as often as the scorer however many processes each has.
+workers, a vLLM engine) belongs to that service. A victim is drawn service first (the `first` ones, then every
+service once in a random order, and again), then one of its processes at random, so the broker is hit as often as
+the scorer however many processes each has.
 """
 
 from __future__ import annotations
@@ -84,10 +85,14 @@ def recovery(process: Process, since: float, patience: float) -> float | None:
 class Chaos:
     """Kills a random process of a random service every `every` seconds until stopped; `kills` holds the record."""
 
-    def __init__(self, up_pid: int, plan: Sequence[Process], every: float, seed: int, began: float) -> None:
+    def __init__(
+        self, up_pid: int, plan: Sequence[Process], every: float, seed: int, began: float, first: Sequence[str] = ()
+    ) -> None:
+        """`first`: services hit first, in this order; then each service once, in a random order, and again."""
         self.up_pid, self.plan, self.every, self.began = up_pid, list(plan), every, began
         self.by_name: Mapping[str, Process] = {p.name: p for p in plan}
         self.rng = random.Random(seed)
+        self._next: list[str] = list(reversed(first))  # popped from the end
         self.kills: list[Kill] = []
         self.stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="soak-chaos", daemon=True)
@@ -117,9 +122,16 @@ class Chaos:
             self.kills.append(Kill(killed_at - self.began, name, process.pid, label, back))
 
     def _draw(self) -> tuple[str, Proc] | None:
+        """The next service of the cycle that runs now, and one of its processes, at random."""
         tree = services(self.up_pid, self.plan)
-        names = sorted(name for name, processes in tree.items() if processes)
-        if not names:
-            return None
-        name = self.rng.choice(names)
-        return name, self.rng.choice(tree[name])
+        for _ in range(2 * len(self.plan) + 2):
+            if not self._next:
+                cycle = sorted(tree)
+                self.rng.shuffle(cycle)
+                self._next = cycle
+                if not cycle:
+                    return None
+            name = self._next.pop()
+            if tree.get(name):
+                return name, self.rng.choice(tree[name])
+        return None

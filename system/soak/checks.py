@@ -7,7 +7,8 @@ Each check is a `Check(name, ok, detail)`; the soak fails when any is not ok:
 - annotations: every acknowledged annotation is stored and counts;
 - rankings: every stored ranking's event is on cheems.rankings.v1;
 - runs: every acknowledged evaluation run is stored and finished;
-- outbox: nothing waits to be published.
+- outbox: nothing waits to be published;
+- clients served: every client was answered, and refused nothing but for an outage.
 """
 
 from __future__ import annotations
@@ -75,6 +76,21 @@ def check_all(engine: Engine, bootstrap: str, ledger: Ledger) -> list[Check]:
         runs_finished(ledger.acked("runs"), {k: v.state for k, v in runs.items()}),
         Check("outbox", waiting == 0, f"{waiting} events wait to be published"),
     ]
+
+
+# refusals an annotator meets honestly: the task went to someone else meanwhile (a lease ran out, an operator)
+TAKEN = {"ALREADY_EXISTS", "PERMISSION_DENIED", "NOT_FOUND", "FAILED_PRECONDITION"}
+OUTAGE = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED", "UNKNOWN", "CANCELLED"}
+
+
+def clients_served(ledger: Ledger, clients: Iterable[str]) -> Check:
+    """Every client was answered OK at least once, and refused nothing but for an outage: the soak's requests
+    are valid, so any other refusal (INVALID_ARGUMENT, INTERNAL, UNAUTHENTICATED...) is a finding."""
+    silent = sorted(c for c in clients if not ledger.calls.get(c))
+    refused = {f"{client} {code}": n for (client, code), n in sorted(ledger.errors.items())
+               if code not in OUTAGE and not (client == "annotators" and code in TAKEN)}  # fmt: skip
+    detail = f"never answered OK: {', '.join(silent) or 'none'}; refused: {refused or 'nothing'}"
+    return Check("clients served", not silent and not refused, detail)
 
 
 def samples_stored(ids: dict[str, list[str]]) -> Check:

@@ -14,7 +14,8 @@ class SoakConfig:
     goes on for `after_restart` seconds, stops, and the system gets up to `settle` seconds to deliver what it
     acknowledged. Load: `ingest_rate` prompts a second, `annotators` people with accounts of their own, one Score
     call every `score_every` seconds, an evaluation run every `run_every` seconds (0 = none). `kill_up`: SIGKILL
-    `cheems up` at the end of the kills (the restart check). `seed` picks the victims."""
+    `cheems up` at the end of the kills (the restart check). `first`: services hit first, then each service once in a
+    random order (`seed`), and again."""
 
     out: Path = Path("out/soak")
     db: str = ""
@@ -29,6 +30,7 @@ class SoakConfig:
     score_every: float = 0.5
     run_every: float = 90.0
     kill_up: bool = True
+    first: tuple[str, ...] = ("broker", "scorer")  # hit first: the bus every service needs, the RLHF loop's reward
     seed: int = 0
     start_timeout: float = 420.0
     up_args: tuple[str, ...] = field(default_factory=tuple)  # more `cheems up` arguments

@@ -71,14 +71,22 @@ def sample(n: int) -> common_pb2.Sample:
     )
 
 
+# what a client retries: the service is away or busy (a refusal of the request itself is not retried)
+TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED,
+             grpc.StatusCode.ABORTED, grpc.StatusCode.UNKNOWN, grpc.StatusCode.CANCELLED}  # fmt: skip
+
+
 def retry(stop: threading.Event, ledger: Ledger, client: str, call: Callable[[], Any], pause: float = 0.5) -> Any:
-    """`call` until it answers (None once `stop` is set): each failure counted by its status code."""
+    """`call` until it answers (None once `stop` is set, or on a refusal that is no outage): each failure counted
+    by its status code."""
     while not stop.is_set():
         try:
             reply = call()
         except grpc.RpcError as e:
             code = e.code() if callable(getattr(e, "code", None)) else None
             ledger.failed(client, code.name if code is not None else "UNKNOWN")
+            if code not in TRANSIENT:
+                return None
             stop.wait(pause)
             continue
         ledger.ok(client)
@@ -161,7 +169,7 @@ def score(stop: threading.Event, ledger: Ledger, at: Endpoints, every: float) ->
 def evaluate(stop: threading.Event, ledger: Ledger, at: Endpoints, every: float) -> None:
     with open_channel(at.evaluation, token=at.operator) as channel:
         stub = evaluation_pb2_grpc.EvaluationServiceStub(channel)
-        request = evaluation_pb2.StartRunRequest(bench_files=[at.bench])
+        request = evaluation_pb2.StartRunRequest(bench_files=[at.bench], scorer_url=at.scorer)
         while not stop.wait(every):
             run = retry(stop, ledger, "evaluate", functools.partial(stub.StartRun, request, timeout=TIMEOUT), pause=2.0)
             if run is not None:

@@ -30,7 +30,7 @@ def as_json(result: SoakResult) -> dict[str, Any]:
         "acknowledged": {kind: len(ids) for kind, ids in sorted(ledger.acknowledged.items())},
         "calls": dict(sorted(ledger.calls.items())),
         "errors": {f"{client} {code}": n for (client, code), n in sorted(ledger.errors.items())},
-        "longest_outage_s": {client: round(ledger.longest_outage(client), 1) for client in sorted(ledger.calls)},
+        "longest_outage_s": {c: round(ledger.longest_outage(c), 1) for c in sorted({*ledger.calls, *ledger.outages})},
     }
 
 
@@ -60,7 +60,9 @@ def render(result: SoakResult) -> str:
     if report["restart_s"] is not None:
         lines.append(f"cheems up SIGKILLed and started again: healthy in {report['restart_s']:.1f} s")
     lines += ["", "client        calls ok  errors (by code)                       longest outage"]
-    for client, calls in report["calls"].items():
+    clients = sorted({*report["calls"], *(key.split(" ", 1)[0] for key in report["errors"])})
+    for client in clients:
+        calls = report["calls"].get(client, 0)
         errors = ", ".join(
             f"{key.split(' ', 1)[1]} {n}" for key, n in report["errors"].items() if key.startswith(client + " ")
         )

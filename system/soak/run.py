@@ -91,7 +91,7 @@ def soak(config: SoakConfig, echo: Callable[[str], None]) -> SoakResult:
         say(f"load: {config.ingest_rate}/s prompts, {config.annotators} annotators, Score every {config.score_every} s"
             + (f", an evaluation run every {config.run_every:.0f} s" if config.run_every else ""))  # fmt: skip
         time.sleep(config.warm)
-        faults = chaos.Chaos(up.pid, plan(system), config.kill_every, config.seed, began).start()
+        faults = chaos.Chaos(up.pid, plan(system), config.kill_every, config.seed, began, config.first).start()
         say(f"killing a random process every {config.kill_every:.0f} s for {config.kill_minutes:g} min")
         time.sleep(config.kill_minutes * 60)
         result.kills = faults.finish()
@@ -107,7 +107,9 @@ def soak(config: SoakConfig, echo: Callable[[str], None]) -> SoakResult:
             thread.join(load.TIMEOUT + 5)
         say("load stopped; settling")
         result.checks += _settle(system, result.ledger, config.settle, say)
-        result.checks += [_services_back(system), _no_crash_loop(config.out)]
+        clients = ["ingest", "annotators", "score"] + (["evaluate"] if config.run_every else [])
+        result.checks += [checks.clients_served(result.ledger, clients), _services_back(system),
+                          _no_crash_loop(config.out)]  # fmt: skip
     finally:
         stop.set()
         _stop_up(up)

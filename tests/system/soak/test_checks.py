@@ -58,6 +58,19 @@ def test_the_ledger_counts_errors_and_the_longest_outage() -> None:
     assert ledger.acked("samples") == {"问一", "问二"}
 
 
+def test_a_client_refused_for_anything_but_an_outage_or_never_answered_fails() -> None:
+    ledger = Ledger()
+    for client in ("ingest", "score", "annotators"):
+        ledger.ok(client)
+    ledger.failed("score", "UNAVAILABLE")
+    ledger.failed("annotators", "ALREADY_EXISTS")  # the task went to someone else: honest
+    assert checks.clients_served(ledger, ["ingest", "score", "annotators"]).ok
+    assert not checks.clients_served(ledger, ["ingest", "evaluate"]).ok  # StartRun never answered OK
+    ledger.failed("ingest", "INVALID_ARGUMENT")
+    refused = checks.clients_served(ledger, ["ingest"])
+    assert not refused.ok and "ingest INVALID_ARGUMENT" in refused.detail
+
+
 def test_the_report_names_what_failed_and_each_service_recovery() -> None:
     result = SoakResult(
         checks=[checks.Check("samples", False, "3 acknowledged, 1 lost")],

@@ -26,8 +26,9 @@ def test_a_short_soak_loses_nothing_and_every_service_comes_back(tmp_path: Path)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
     assert report["ok"] and {c["name"] for c in report["checks"]} >= {
         "restart takes over", "samples", "sample events", "annotations", "ranking events", "evaluation runs",
-        "outbox", "services back", "no crash loop given up",
+        "outbox", "clients served", "services back", "no crash loop given up",
     }  # fmt: skip
     assert len(report["kills"]) >= 4 and all(k["recovery_s"] is not None for k in report["kills"])
+    assert [k["service"] for k in report["kills"][:2]] == ["broker", "scorer"]  # the bus and the reward first
     assert report["acknowledged"]["samples"] > 100 and report["acknowledged"]["annotations"] > 100
     assert "SOAK PASSED" in run.stdout

@@ -14,8 +14,8 @@ stranger's answering on the port. Topics are created with the partitions asked f
 On disk, Tansu keeps everything in an object store (its `s3://` storage engine) that this process serves from the
 folder (`services.bus.objectstore`): a record the broker acknowledged is fsynced first, so it survives the
 broker's restart, and consumers resume from their committed offsets. Measured here (2-core CPU host,
-`python bench/broker_bench.py`): 2 KB records at about 1,600/s in bursts (7x the memory engine's time) and
-4.6 ms for one acknowledged record at a time (5.6x): ample for the outbox relays.
+`python bench/broker_bench.py`): 2 KB records at about 1,700/s in bursts (6.8x the memory engine's time), 4.3 ms
+for one acknowledged record at a time (5.2x), read back from the start at 4,500/s (1.8x): ample for the relays.
 
 It has no authentication: any process that reaches it may publish to and read every topic. So it listens
 on a loopback address only (127.0.0.1, ::1, localhost) and refuses any other with ConfigError; a cluster

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 import signal
-import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -22,7 +21,7 @@ from pathlib import Path
 from cheems import processes
 from cheems.processes import Proc
 from system.plan import Process
-from system.supervisor import grpc_health
+from system.supervisor import healthy
 
 
 @dataclass(frozen=True)
@@ -55,23 +54,12 @@ def service_of(cmdline: Sequence[str], plan: Sequence[Process]) -> str | None:
     return None
 
 
-def answers(process: Process, timeout: float = 1.0) -> bool:
-    """The service's health: SERVING on its gRPC port, or a TCP connect for the broker."""
-    if process.health == "tcp":
-        try:
-            with socket.create_connection(("127.0.0.1", process.port), timeout=timeout):
-                return True
-        except OSError:
-            return False
-    return grpc_health(f"127.0.0.1:{process.port}", timeout) == "SERVING"
-
-
 def recovery(process: Process, since: float, patience: float) -> float | None:
     """Seconds from `since` until the service answers after having failed to (a process whose death its service
     shrugged off answers all along: 0); None if it does not answer within `patience` seconds."""
     failed = False
     while time.monotonic() - since < patience:
-        if answers(process):
+        if healthy(process, timeout=1.0):
             if failed:
                 return time.monotonic() - since
             if time.monotonic() - since > 3.0:  # a kill that stops the service shows within a few polls

@@ -25,12 +25,13 @@ from cheems.processes import ports
 from cheems.roles import ANNOTATOR, SCORER_CLIENT
 from services import hosting
 from system.accounts import provision
-from system.plan import OPERATOR_ACCOUNT, SystemConfig, plan
+from system.plan import BROKER_PORT, OPERATOR_ACCOUNT, SystemConfig, plan
 from system.soak import chaos, checks, load
 from system.soak.chaos import Kill
 from system.soak.checks import Check
 from system.soak.config import SoakConfig
 from system.soak.ledger import Ledger
+from system.supervisor import healthy
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "data" / "sample" / "open.jsonl"
@@ -181,23 +182,25 @@ def _restart(
 
 
 def _settle(system: SystemConfig, ledger: Ledger, patience: float, say: Callable[[str], None]) -> list[Check]:
-    """The checks, again every few seconds until they pass or `patience` runs out (events take their time)."""
+    """The store's checks, again every few seconds until they pass or `patience` runs out (events take their
+    time), then the bus's, once."""
     from services.store.db import StoreConfig, create_engine_for
 
     engine = create_engine_for(StoreConfig(system.database))
-    bootstrap = f"127.0.0.1:{system.port(9092)}"
     deadline = time.monotonic() + patience
-    while True:
-        found = checks.check_all(engine, bootstrap, ledger)
-        if all(c.ok for c in found) or time.monotonic() > deadline:
-            engine.dispose()
-            say("settled" if all(c.ok for c in found) else f"not settled after {patience:.0f} s")
-            return found
+    found = checks.store_checks(engine, ledger)
+    while not all(c.ok for c in found) and time.monotonic() < deadline:
         time.sleep(5.0)
+        found = checks.store_checks(engine, ledger)
+    say("settled" if all(c.ok for c in found) else f"not settled after {patience:.0f} s")
+    bootstrap = f"127.0.0.1:{system.port(BROKER_PORT)}"
+    found += checks.bus_checks(engine, bootstrap, ledger, timeout=max(120.0, deadline - time.monotonic()))
+    engine.dispose()
+    return found
 
 
 def _services_back(system: SystemConfig) -> Check:
-    down = [p.name for p in plan(system) if p.port and not chaos.answers(p, timeout=3.0)]
+    down = [p.name for p in plan(system) if p.port and not healthy(p, timeout=3.0)]
     return Check("services back", not down, f"not answering: {', '.join(down) or 'none'}")
 
 

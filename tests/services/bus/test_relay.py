@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
@@ -20,7 +18,8 @@ from cheems.v1 import common_pb2, events_pb2
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
-from services.bus.codec import decode, encode
+from services.bus.codec import encode
+from services.bus.reader import read_topic
 from services.bus.relay import EventRelay, RelayConfig
 from services.store import outbox
 from services.store.db import StoreConfig, create_engine_for, session_scope
@@ -55,24 +54,8 @@ def queue(engine: Engine, keys: list[str], per_key: int) -> list[str]:
 
 def read(bootstrap: str, keys: set[str], count: int, timeout: float = 30.0) -> list[tuple[str, Any]]:
     """(key, event) of cheems.rankings.v1 for `keys`, from the start, until `count` were read and the end reached."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
-    try:
-        consumer.topics()
-        partitions = [TopicPartition(topics.RANKINGS, p) for p in consumer.partitions_for_topic(topics.RANKINGS) or []]
-        consumer.assign(partitions)
-        consumer.seek_to_beginning()
-        found: list[tuple[str, Any]] = []
-        deadline = time.monotonic() + timeout
-        ends = consumer.end_offsets(partitions)
-        while len(found) < count or any(consumer.position(tp) < end for tp, end in ends.items()):
-            assert time.monotonic() < deadline, f"only {len(found)} of {count} events within {timeout} s"
-            for r in [r for batch in consumer.poll(timeout_ms=200).values() for r in batch]:
-                if r.key.decode() in keys:
-                    found.append((r.key.decode(), decode(r.topic, r.value, list(r.headers))))
-            ends = consumer.end_offsets(partitions)
-        return found
-    finally:
-        consumer.close()
+    mine = lambda found: [(d.key, d.event) for d in found if d.key in keys]  # noqa: E731
+    return mine(read_topic(bootstrap, topics.RANKINGS, lambda found: len(mine(found)) >= count, timeout))
 
 
 def test_two_relays_publish_each_event_once_and_in_order_per_key(engine: Engine, broker: EmbeddedBroker) -> None:

@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
 from sqlalchemy import Engine, select
 
 from cheems.roles import OPERATOR
@@ -16,7 +15,7 @@ from cheems.v1 import common_pb2, ingestion_pb2, ingestion_pb2_grpc
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
-from services.bus.codec import decode
+from services.bus.reader import read_topic
 from services.bus.relay import RelayConfig
 from services.channels import open_channel
 from services.hosting import HostConfig
@@ -40,23 +39,8 @@ def record(text: str) -> ingestion_pb2.IngestRecord:
 def sample_keys(bootstrap: str, wanted: set[str], timeout: float = 60.0) -> list[str]:
     """The keys of cheems.samples.v1's events in `wanted`, read from the start until each was seen (its event's
     prompt id the key's)."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
-    try:
-        consumer.topics()
-        partitions = [TopicPartition(topics.SAMPLES, p) for p in consumer.partitions_for_topic(topics.SAMPLES) or []]
-        consumer.assign(partitions)
-        consumer.seek_to_beginning()
-        seen: list[str] = []
-        deadline = time.monotonic() + timeout
-        while not wanted <= set(seen):
-            assert time.monotonic() < deadline, f"{len(wanted - set(seen))} acknowledged samples never announced"
-            for r in [r for batch in consumer.poll(timeout_ms=200).values() for r in batch]:
-                event = decode(topics.SAMPLES, r.value, list(r.headers))
-                if r.key.decode() in wanted and event.sample.prompt_id == r.key.decode():
-                    seen.append(r.key.decode())
-        return seen
-    finally:
-        consumer.close()
+    mine = lambda found: [d.key for d in found if d.key in wanted and d.event.sample.prompt_id == d.key]  # noqa: E731
+    return mine(read_topic(bootstrap, topics.SAMPLES, lambda found: wanted <= set(mine(found)), timeout))
 
 
 @pytest.fixture

@@ -25,7 +25,8 @@ def test_a_short_soak_loses_nothing_and_every_service_comes_back(tmp_path: Path)
     report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {}
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
     assert report["ok"] and {c["name"] for c in report["checks"]} >= {
-        "restart takes over", "samples", "sample events", "annotations", "ranking events", "evaluation runs",
+        "restart takes over", "samples", "tasks made", "sample events", "annotations", "ranking events",
+        "evaluation runs",
         "outbox", "clients served", "services back", "no crash loop given up",
     }  # fmt: skip
     assert len(report["kills"]) >= 4 and all(k["recovery_s"] is not None for k in report["kills"])

@@ -9,8 +9,8 @@ the configured bench files and scorer; the score workers and the result sink do 
 result is stored per model (eval_runs.model_id) and published on cheems.eval-results.v1. One run per
 model: a redelivered event finds the model's run in the store and starts nothing. A run that cannot
 start (a bench file broken since the service started, a broker that refuses the score requests) is
-recorded failed with the reason, so the model's evaluation shows why it is missing, and the
-consumer goes on.
+recorded failed with the reason (its EvalResultEvent queued in the outbox with it, published by the result
+sink's relay), so the model's evaluation shows why it is missing, and the consumer goes on.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 
 from cheems.errors import CheemsError
 from evaluator.evaluate import DEFAULT_OPTIONS, BenchCache, EvalOptions
-from evaluator.pipeline.runs import start_run
+from evaluator.pipeline.runs import fail_in, start_run
 from services.bus import topics
 from services.bus.client import EventConsumer, Publisher
 from services.store import repository
@@ -111,7 +111,7 @@ class ModelEvaluator:
                 config.options.ece_bins, 0, model_id,
             )  # fmt: skip
             session.flush()
-            repository.fail_run(session, run_id, reason)
+            fail_in(session, run_id, reason)  # its EvalResultEvent queued with it
 
     def close(self) -> None:
         self.consumer.close()

@@ -6,7 +6,10 @@
     message = run_message(engine, run_id)   # cheems.v1.EvalRun, what GetRun answers
 
 The score workers (`evaluator.pipeline.worker`) answer the requests and the result sink (`evaluator.pipeline.sink`)
-stores the scores and finishes the run. Items are keyed "<subset>:<index>"; the run's options
+stores the scores and finishes the run. A run's end (succeeded: `end_run`, failed: `fail_run`) queues its
+EvalResultEvent (cheems.eval-results.v1, key = run id) in the store's outbox in the transaction that ends it;
+the result sink's relay (`topics.RELAYED_BY["eval-sink"]`) publishes it after the commit, so a broker outage
+delays the event and loses none. Items are keyed "<subset>:<index>"; the run's options
 (semantics, ECE bins) are stored with it, so the sink computes exactly what was asked for. A run of
 a registered model carries its id on every request: the workers score it only with that model, and
 the sink keeps only that model's scores, so a run never mixes models.
@@ -20,6 +23,7 @@ from typing import Any, NamedTuple
 
 from kafka.errors import KafkaError
 from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
 
 from cheems.formats.rewards_file import RewardKey
 from cheems.v1 import evaluation_pb2, events_pb2, reward_pb2
@@ -30,7 +34,8 @@ from evaluator.metrics import EvalResult
 from evaluator.report import from_json
 from services.bus import topics
 from services.bus.client import Publisher
-from services.store import registry, repository
+from services.bus.codec import encode
+from services.store import outbox, registry, repository
 from services.store.db import session_scope
 from services.store.errors import UnknownModel
 
@@ -92,12 +97,39 @@ def require_model(engine: Engine, model_id: str) -> None:
 
 
 def fail_run(engine: Engine, run_id: str, reason: str) -> bool:
-    """Record that the run failed and why (GetRun's `error`); False if it had ended already."""
+    """Record that the run failed and why (GetRun's `error`), its event queued with it; False if it had ended
+    already."""
     with session_scope(engine) as session:
-        failed = repository.fail_run(session, run_id, reason)
+        failed = fail_in(session, run_id, reason)
     if failed:
         log.warning("run %s failed: %s", run_id, reason)
     return failed
+
+
+def fail_in(session: Session, run_id: str, reason: str) -> bool:
+    """`fail_run` in the caller's transaction."""
+    if not repository.fail_run(session, run_id, reason):
+        return False
+    announce_end(session, run_id)
+    return True
+
+
+def end_run(session: Session, run_id: str, result: Mapping[str, Any]) -> bool:
+    """The run succeeded with `result` (its metrics as JSON), its event queued in the same transaction; False if
+    it had ended already. A value the database refuses raises here (the caller's transaction rolls back)."""
+    if not repository.end_run(session, run_id, result):
+        return False
+    session.flush()
+    announce_end(session, run_id)
+    return True
+
+
+def announce_end(session: Session, run_id: str) -> None:
+    """Queue the EvalResultEvent of a run that ended in `session`'s transaction (the outbox: the result sink's
+    relay publishes it after the commit)."""
+    run = run_proto(repository.get_run(session, run_id), repository.count_scored(session, run_id))
+    event = events_pb2.EvalResultEvent(header=events_pb2.EventHeader(producer="evaluator"), run=run)
+    outbox.add(session, topics.EVAL_RESULTS, run_id, encode(topics.EVAL_RESULTS, event).value)
 
 
 def _publish_requests(publisher: Publisher, run_id: str, subsets: Subsets, model_id: str) -> None:

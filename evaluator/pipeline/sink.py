@@ -7,8 +7,11 @@ A polled batch of scores (up to `SinkConfig.batch_size`) is stored in one transa
 it touched is checked for completion once, then its offsets are committed. Storing a score is
 idempotent (keyed by run and item), so a redelivered score is a no-op and the sink can be killed and
 restarted at any point: the run still ends with the same metrics. Once complete, the metrics are
-computed with the run's own options (`evaluator.evaluate.evaluate`), stored on the run and published
-to cheems.eval-results.v1. A run that cannot be finished (its bench file changed or broke since
+computed with the run's own options (`evaluator.evaluate.evaluate`) and stored on the run, its EvalResultEvent
+queued in the store's outbox in the same transaction (`evaluator.pipeline.runs.end_run`; a failed run's too). The
+sink runs the relay of `topics.RELAYED_BY["eval-sink"]` (a thread: `services.bus.relay`), which publishes them
+to cheems.eval-results.v1 after the commit: a broker outage delays a result's event and never loses it (the
+promotion gate waits on it). A run that cannot be finished (its bench file changed or broke since
 StartRun, metrics the database refuses) is marked failed with the reason, which GetRun reports, and
 the sink goes on with the other runs.
 
@@ -25,26 +28,26 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from cheems.errors import CheemsError
-from cheems.v1 import evaluation_pb2, events_pb2
-from evaluator.convert import run_proto
 from evaluator.evaluate import BenchCache, EvalOptions, evaluate, load_subsets
 from evaluator.metrics import EvalResult, Semantics
-from evaluator.pipeline.runs import fail_run, rewards_of
+from evaluator.pipeline.runs import end_run, fail_run, rewards_of
 from evaluator.pipeline.sink_batch import Dropped, ScoreRow, accept, plan_batch, runs_of
 from evaluator.report import to_json
 from services.bus import topics
 from services.bus.client import Delivery, EventConsumer, Publisher
+from services.bus.relay import EventRelay, RelayConfig
 from services.store import repository
 from services.store.db import session_scope
 from services.store.errors import UnknownRun
 from services.store.models import EvalRun
+from services.store.outbox import StoreOutbox
 
 log = logging.getLogger(__name__)
 SINK_GROUP = "cheems-evaluator"
@@ -57,10 +60,12 @@ class SinkConfig:
     batch_size: scores taken per poll (the consumer's max_poll_records): stored in one transaction,
         each run among them checked for completion once, their offsets committed once.
     delay: seconds to pause after each stored batch (tests kill a slowed sink mid-run).
+    relay: how the sink's outbox relay publishes the runs' result events.
     """
 
     batch_size: int = 512
     delay: float = 0.0
+    relay: RelayConfig = field(default_factory=RelayConfig)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -77,7 +82,7 @@ class SinkStats:
     checks: int = 0  # completion checks: one per run per batch
     store_s: float = 0.0  # writing batches (one transaction each)
     check_s: float = 0.0  # completion checks
-    finish_s: float = 0.0  # metrics of complete runs: computed, stored, published
+    finish_s: float = 0.0  # metrics of complete runs: computed and stored with their events
 
 
 class ResultSink:
@@ -95,11 +100,14 @@ class ResultSink:
         cache: BenchCache | None = None,
     ) -> None:
         self.engine, self.config, self.cache = engine, config or SinkConfig(), cache or BenchCache()
-        self.publisher = Publisher(bootstrap)
+        self.publisher = Publisher(bootstrap)  # the dead letters' (and a start-up check that the broker answers)
         self.consumer = EventConsumer(
             bootstrap, [topics.SCORES], group, dead_letters=self.publisher,
             batch_handler=self.handle_batch, max_poll_records=self.config.batch_size,
         )  # fmt: skip
+        relayed = StoreOutbox(engine, topics.RELAYED_BY["eval-sink"])  # its own producer: the relay renews it
+        producer = Publisher(bootstrap, max_block_ms=int(self.config.relay.ack_timeout * 1000), connect=False)
+        self.relay = EventRelay(relayed, producer, self.config.relay).start()
         self.stats = SinkStats()
 
     def handle(self, topic: str, key: str, event: Any) -> None:
@@ -154,12 +162,14 @@ class ResultSink:
 
     def _fail_known(self, run_id: str, reason: str) -> None:
         try:
-            fail_run(self.engine, run_id, reason)
+            if fail_run(self.engine, run_id, reason):
+                self.relay.kick()
         except UnknownRun:  # a run this database does not hold: not ours
             log.warning("ignoring scores of unknown run %s", run_id)
 
     def finish_if_complete(self, run_id: str) -> EvalResult | None:
-        """Compute, store and publish the run's metrics if all its items are scored; None if not (yet).
+        """Compute and store the run's metrics, its event queued with them, if all its items are scored; None if not
+        (yet).
 
         A run that cannot be finished (a bench file changed or broken since StartRun, metrics the
         database refuses) is marked failed with the reason, and the sink goes on with other runs:
@@ -186,38 +196,27 @@ class ResultSink:
             self.stats.finish_s += time.perf_counter() - finishing
         if finished is None:
             return None  # another sink finished it meanwhile
-        result, message = finished
-        log.info("run %s complete: overall %.4f", run_id, result.overall)
-        try:
-            self._publish(message)
-        except Exception:  # the result is stored (GetRun serves it); a lost event must not stop the sink
-            log.exception("run %s: its result is stored but was not published to %s", run_id, topics.EVAL_RESULTS)
-        return result
+        self.relay.kick()  # committed: publish its event now rather than at the relay's next sweep
+        log.info("run %s complete: overall %.4f", run_id, finished.overall)
+        return finished
 
-    def _store_result(
-        self, run: EvalRun, scores: Mapping[str, Mapping[str, float]]
-    ) -> tuple[EvalResult, evaluation_pb2.EvalRun] | None:
-        """The run's metrics stored on it, and the run as a message; None if it had ended already."""
+    def _store_result(self, run: EvalRun, scores: Mapping[str, Mapping[str, float]]) -> EvalResult | None:
+        """The run's metrics stored on it, its event queued with them; None if it had ended already."""
         subsets = load_subsets(run.bench_files, self.cache)
         result = evaluate(subsets, rewards_of(subsets, scores), EvalOptions(Semantics(run.semantics), run.ece_bins))
-        with session_scope(self.engine) as session:
-            if not repository.end_run(session, run.id, to_json(result)):
-                return None
-            session.flush()  # a value the database refuses fails here, and the whole unit rolls back
-            return result, run_proto(repository.get_run(session, run.id), run.items_total)
+        with session_scope(self.engine) as session:  # a value the database refuses: the whole unit rolls back
+            return result if end_run(session, run.id, to_json(result)) else None
 
     def _fail(self, run_id: str, error: Exception) -> None:
         log.error("run %s could not be finished", run_id, exc_info=error)
         reason = str(error) if isinstance(error, CheemsError) else f"{type(error).__name__}: {error}"
-        fail_run(self.engine, run_id, f"the run could not be finished: {reason}")
-
-    def _publish(self, run: evaluation_pb2.EvalRun) -> None:
-        event = events_pb2.EvalResultEvent(header=events_pb2.EventHeader(producer="evaluator"), run=run)
-        self.publisher.publish(topics.EVAL_RESULTS, run.run_id, event)
-        self.publisher.flush()
+        self._fail_known(run_id, f"the run could not be finished: {reason}")
 
     def close(self) -> None:
+        """Leave the group, then stop the relay (what it could not publish waits in the outbox for the next start)."""
         self.consumer.close()
+        self.relay.stop()
+        self.relay.publisher.close(timeout=5)
         self.publisher.close()
 
 

@@ -5,9 +5,12 @@
 
 A polled batch (up to `WorkerConfig.batch_size` requests) is scored in ScoreBatch calls of up to
 `call_items` requests (`calls_in_flight` of them under way at once), and its scores are published in
-order and flushed to the broker once, before the batch's offsets are committed: a killed worker at
-worst scores a prompt twice; the result sink stores the first and ignores the replay. A ScoreBatch
-call the scorer refuses (one request too long, say) or does not know is asked again one request at a
+order and flushed to the broker once, each send's result checked, before the batch's offsets are committed:
+a killed worker at worst scores a prompt twice; the result sink stores the first and ignores the replay. A
+send the broker did not acknowledge (a producer that failed for good after its broker was replaced: kafka-python's
+InitProducerId UnknownError) commits nothing: the producer is renewed, the failure logged and counted
+(`WorkerStats.publish_failures`), and the batch handed over again (`services.bus.client.Redeliver`) and scored
+anew. A ScoreBatch call the scorer refuses (one request too long, say) or does not know is asked again one request at a
 time, so one bad request never holds up the others: a request the scorer refuses by itself gets a
 ScoreEvent with `error` (its run fails with the reason) instead of stopping the worker at it after
 every restart. A scorer that cannot be reached raises (nothing of the batch is committed; it is
@@ -31,15 +34,16 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
+from kafka.errors import KafkaError
 
 from cheems.v1 import events_pb2, reward_pb2
 from evaluator.errors import WorkerStopped, WrongModel
 from evaluator.pipeline.score_batch import match_replies, model_not_served, one_by_one, refused, score_event
 from services.bus import topics
-from services.bus.client import JOIN_WAIT_MS, Delivery, EventConsumer, Publisher
+from services.bus.client import JOIN_WAIT_MS, Delivery, EventConsumer, Publisher, Redeliver
 from services.channels import tls_credentials
 from services.grpc_errors import error_reason
 from services.scorer.client import RewardClient, chunks
@@ -98,7 +102,8 @@ class WorkerStats:
     calls: int = 0  # ScoreBatch and Score calls
     one_by_one: int = 0  # ScoreBatch calls failed and asked again one request at a time
     score_s: float = 0.0  # waiting for the scorer's replies (the calls in flight overlap: waits are counted)
-    publish_s: float = 0.0  # handing scores to the producer and flushing them
+    publish_s: float = 0.0  # handing scores to the producer, flushing them, checking each was acknowledged
+    publish_failures: int = 0  # batches whose scores the broker did not take (not committed: scored again)
 
 
 def pauses(config: WorkerConfig) -> Iterator[float]:
@@ -139,6 +144,8 @@ class ScoreWorker:
             batch_handler=self.handle_batch, max_poll_records=self.config.batch_size,
         )  # fmt: skip
         self.abandoned: OrderedDict[str, str] = OrderedDict()  # run id -> why its requests are skipped
+        self._sent: list[Any] = []  # this batch's sends (kafka-python futures)
+        self._given_up: list[str] = []  # the runs this batch gave up on
         self.stats = WorkerStats()
         self._polled = time.monotonic()
         self._calls = ThreadPoolExecutor(self.config.calls_in_flight, thread_name_prefix="score-calls")
@@ -149,8 +156,17 @@ class ScoreWorker:
 
     def handle_batch(self, deliveries: list[Delivery]) -> None:
         """Score the batch in ScoreBatch calls of `call_items` (`calls_in_flight` at once) and publish every
-        answer in order, flushed once."""
-        self._polled = time.monotonic()
+        answer in order, flushed once; Redeliver unless the broker acknowledged every one."""
+        self._polled, self._sent, self._given_up = time.monotonic(), [], []
+        try:
+            self._score(deliveries)
+            self._confirm()
+        except BaseException:  # not committed: a run given up on here is asked about again when it comes back
+            for run_id in self._given_up:
+                self.abandoned.pop(run_id, None)
+            raise
+
+    def _score(self, deliveries: list[Delivery]) -> None:
         pending = [d for d in deliveries if not self._skipped(d)]
         calls = [(chunk, self._ask_batch(chunk)) for chunk in chunks(pending, self.config.call_items)]
         try:
@@ -161,9 +177,23 @@ class ScoreWorker:
         finally:
             for _, call in calls:
                 call.cancel()  # after a failure: the calls not begun yet are not made
+
+    def _confirm(self) -> None:
+        """Flush the batch's scores and check each send's result: Redeliver unless every one was acknowledged."""
         started = time.perf_counter()
-        self.publisher.flush()
-        self.stats.publish_s += time.perf_counter() - started
+        try:
+            self.publisher.confirm(self._sent)
+        except KafkaError as e:
+            self._not_published(len(self._sent), e)
+        finally:
+            self.stats.publish_s += time.perf_counter() - started
+
+    def _not_published(self, count: int, error: KafkaError) -> NoReturn:
+        self.stats.publish_failures += 1
+        self.publisher.renew()  # a producer that failed for good fails every later send too
+        log.warning("the broker did not take %d scores (%r): nothing committed, the batch is scored again", count,
+                    error)  # fmt: skip
+        raise Redeliver(f"the broker did not take {count} scores: {error!r}") from None
 
     def _ask_batch(self, chunk: list[Delivery]) -> Future[list[reward_pb2.ScoreResponse]]:
         self.stats.calls += 1
@@ -317,14 +347,19 @@ class ScoreWorker:
     def _abandon(self, run_id: str, reason: str) -> None:
         log.warning("run %s: %s; its requests are skipped", run_id, reason)
         self.abandoned[run_id] = reason
+        self._given_up.append(run_id)
         while len(self.abandoned) > ABANDONED_KEPT:
             self.abandoned.popitem(last=False)
 
     def _publish(self, key: str, event: events_pb2.ScoreEvent) -> None:
         """Hand the score to the producer; `handle_batch` flushes the batch's scores once, at its end."""
         started = time.perf_counter()
-        self.publisher.publish(topics.SCORES, key, event)
-        self.stats.publish_s += time.perf_counter() - started
+        try:
+            self._sent.append(self.publisher.publish(topics.SCORES, key, event))
+        except KafkaError as e:  # no metadata within max_block_ms: the broker is away
+            self._not_published(len(self._sent) + 1, e)
+        finally:
+            self.stats.publish_s += time.perf_counter() - started
 
     def close(self) -> None:
         self.consumer.close()

@@ -9,6 +9,12 @@ e.g. upserts keyed by event id). A message that does not decode is logged, count
 `<topic>.dlq` with the reason in a header, and skipped; it never stops the consumer, and the rest of
 its batch is handled. `stats` adds up where a consumer's time goes (poll, decode, handler, commit).
 
+Nothing is committed before the broker acknowledged what the batch sent: the dead letters are flushed and each
+send's result checked first. A handler whose own sends failed raises `Redeliver` (after `Publisher.confirm`);
+then, as when a dead letter fails, the producer is renewed, nothing is committed, and the consumer seeks back to
+the batch's first records, so its next poll (after a pause that grows while it keeps failing) hands the same
+batch over again: a producer that failed for good (its broker replaced) loses nothing.
+
 While the member is joining a group, a poll waits for the join to finish (up to the rebalance
 timeout) whatever timeout the caller asked for. kafka-python 3.0.12 throws away a join that
 completes between two polls and starts a new one, so a consumer polled briefly with pauses in
@@ -23,12 +29,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 from google.protobuf.message import Message
-from kafka import ConsumerRebalanceListener
+from kafka import ConsumerRebalanceListener, TopicPartition
 from kafka.errors import CommitFailedError, KafkaError
 
+from cheems import errors
 from services.bus.codec import BadMessage, decode, encode
 from services.bus.security import KafkaSecurity, connection_kwargs
 from services.bus.topics import dead_letter
@@ -42,6 +49,14 @@ MAX_POLL_RECORDS = 16  # small batches keep each poll well inside max_poll_inter
 # made a new batch, and woke the sender thread, every few events (a third of StartRun's time, measured)
 PRODUCER_BATCH_BYTES = 256 * 1024
 Handler = Callable[[str, str, Message], None]  # (topic, key, event)
+# after a batch that is polled again (Redeliver): a pause, doubling from the first up to the largest, which stays
+# well inside max_poll_interval_ms
+REDELIVER_PAUSES_S = (0.2, 3.0)
+
+
+class Redeliver(errors.Unavailable):
+    """Raised by a handler whose batch did not take full effect (the broker did not acknowledge what it sent):
+    nothing of the batch is committed, and the consumer hands the same batch over again."""
 
 
 class Delivery(NamedTuple):
@@ -103,13 +118,24 @@ class Publisher:
         encoded = encode(topic, event)
         return self.producer.send(topic, key=key.encode(), value=encoded.value, headers=encoded.headers)
 
-    def send_raw(self, topic: str, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]) -> None:
-        self.producer.send(topic, key=key, value=value, headers=headers)
+    def send_raw(self, topic: str, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]) -> Any:
+        """Send the bytes as they are; returns kafka-python's future, as `publish` does."""
+        return self.producer.send(topic, key=key, value=value, headers=headers)
 
     def flush(self, timeout: float | None = None) -> None:
-        """Send what is pending now (not after linger_ms) and wait for it; KafkaTimeoutError after `timeout` s."""
+        """Send what is pending now (not after linger_ms) and wait for it; KafkaTimeoutError after `timeout` s.
+
+        It raises no send's error: a failed send is seen only in its future (`confirm`)."""
         if self._producer is not None:
             self._producer.flush(timeout=timeout)
+
+    def confirm(self, sent: Sequence[Any], timeout: float | None = None) -> None:
+        """Flush, then check every send in `sent` (the futures `publish` and `send_raw` returned): the first
+        failed send's KafkaError unless the broker acknowledged each; `timeout` bounds the whole wait."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self.flush(timeout)
+        for future in sent:  # done after the flush: each acknowledged, or failed (its error raised here)
+            future.get(timeout=None if deadline is None else max(0.001, deadline - time.monotonic()))
 
     def renew(self) -> None:
         """Drop the producer at once, failing what it has not sent, and connect a new one at the next publish.
@@ -157,6 +183,7 @@ class ConsumerStats:
     decode_s: float = 0.0
     handle_s: float = 0.0  # in the handler
     commit_s: float = 0.0  # flushing dead letters and committing offsets
+    redelivered: int = 0  # batches not committed and polled again (Redeliver)
 
 
 class Membership(ConsumerRebalanceListener):
@@ -218,43 +245,90 @@ class EventConsumer:
         self.handler, self.batch_handler = handler, batch_handler
         self.dead_letters = dead_letters or Publisher(bootstrap, security=security)
         self._owns_dead_letters = dead_letters is None
+        self._dead_sent: list[Any] = []  # the futures of this batch's dead letters
+        self._pause = 0.0  # before polling a batch again that was not committed
         self.stats = ConsumerStats()
 
     def poll_once(self, timeout_ms: int = 500) -> int:
         """Handle one polled batch and commit it; returns how many records it held.
 
         While the group is (re)balancing this waits up to JOIN_WAIT_MS, so that the join is awaited
-        to its end rather than abandoned (see the module docstring).
+        to its end rather than abandoned (see the module docstring). A batch whose handler raised Redeliver, or
+        whose dead letters the broker did not acknowledge, is not committed but sought back to (polled again).
         """
-        joining = self.membership.joining
-        if joining:
-            timeout_ms = max(timeout_ms, JOIN_WAIT_MS)
-        stats, started = self.stats, time.perf_counter()
-        batches = self.consumer.poll(timeout_ms=timeout_ms)
-        records = [r for batch in batches.values() for r in batch]
-        polled = time.perf_counter()
-        if joining:
-            stats.join_s += polled - started
-        elif records:
-            stats.poll_s += polled - started
-        else:
-            stats.idle_s += polled - started
+        records = self._poll(timeout_ms)
         if not records:
             return 0
-        stats.batches += 1
-        deliveries = [d for d in map(self._decode, records) if d is not None]
-        decoded = time.perf_counter()
-        stats.decode_s += decoded - polled
-        self._dispatch(deliveries)
-        handled = time.perf_counter()
-        stats.handle_s += handled - decoded
-        self.dead_letters.flush()
+        try:
+            self._handle(records)
+        except Redeliver as e:
+            self._rewind(records, e)
+            return len(records)
+        started = time.perf_counter()
         try:
             self.consumer.commit()
         except CommitFailedError as e:  # a rebalance took our partitions: they are redelivered, sinks are idempotent
             log.warning("offset commit failed, the batch will be redelivered: %s", e)
-        stats.commit_s += time.perf_counter() - handled
+        self.stats.commit_s += time.perf_counter() - started
+        self._pause = 0.0
         return len(records)
+
+    def _poll(self, timeout_ms: int) -> list[Any]:
+        joining, stats = self.membership.joining, self.stats
+        if joining:
+            timeout_ms = max(timeout_ms, JOIN_WAIT_MS)
+        started = time.perf_counter()
+        records = [r for batch in self.consumer.poll(timeout_ms=timeout_ms).values() for r in batch]
+        polled = time.perf_counter() - started
+        if joining:
+            stats.join_s += polled
+        elif records:
+            stats.poll_s += polled
+        else:
+            stats.idle_s += polled
+        return records
+
+    def _handle(self, records: list[Any]) -> None:
+        """Decode and dispatch the batch, then wait for its dead letters' acknowledgements (Redeliver if not)."""
+        stats, started = self.stats, time.perf_counter()
+        stats.batches += 1
+        self._dead_sent = []
+        deliveries = [d for d in map(self._decode, records) if d is not None]
+        decoded = time.perf_counter()
+        stats.decode_s += decoded - started
+        self._dispatch(deliveries)
+        handled = time.perf_counter()
+        stats.handle_s += handled - decoded
+        sent, self._dead_sent = self._dead_sent, []
+        try:
+            if sent:
+                self.dead_letters.confirm(sent)
+        except KafkaError as e:
+            self._dead_letters_failed(len(sent), e)
+        finally:
+            stats.commit_s += time.perf_counter() - handled
+
+    def _dead_letters_failed(self, count: int, error: KafkaError) -> NoReturn:
+        self.dead_letters.renew()  # a producer whose broker was replaced stays failed
+        raise Redeliver(f"the broker did not take {count} dead letters: {error!r}") from None
+
+    def _rewind(self, records: list[Any], error: Redeliver) -> None:
+        """Seek each partition of the batch back to its first record (the next poll hands the batch over again),
+        after a pause that doubles while batches keep failing."""
+        first: dict[TopicPartition, int] = {}
+        for r in records:
+            tp = TopicPartition(r.topic, r.partition)
+            first[tp] = min(first.get(tp, r.offset), r.offset)
+        assigned = self.consumer.assignment()
+        for tp, offset in first.items():
+            if tp in assigned:  # one lost to a rebalance meanwhile: its new owner starts at the committed offset
+                self.consumer.seek(tp, offset)
+        self.stats.redelivered += 1
+        low, high = REDELIVER_PAUSES_S
+        self._pause = min(max(2 * self._pause, low), high)
+        log.warning("a batch of %d records is not committed; polled again in %.1f s: %s", len(records), self._pause,
+                    error)  # fmt: skip
+        time.sleep(self._pause)
 
     def _dispatch(self, deliveries: list[Delivery]) -> None:
         if self.batch_handler is not None:
@@ -275,7 +349,11 @@ class EventConsumer:
         except BadMessage as e:
             log.warning("dead-lettering %s[%d]@%d: %s", record.topic, record.partition, record.offset, e)
             headers = [*list(record.headers or []), ("cheems-error", str(e).encode())]
-            self.dead_letters.send_raw(dead_letter(record.topic), record.key, record.value, headers)
+            try:
+                sent = self.dead_letters.send_raw(dead_letter(record.topic), record.key, record.value, headers)
+            except KafkaError as error:  # no metadata in max_block_ms: the broker is away
+                self._dead_letters_failed(1, error)
+            self._dead_sent.append(sent)
             self.stats.dead_lettered += 1
             return None
 

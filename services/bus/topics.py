@@ -41,11 +41,14 @@ PAYLOADS: dict[str, type[Message]] = {
 ALL = tuple(PAYLOADS)
 # What each service's outbox relay publishes (`services.store.outbox.StoreOutbox`): the events of its own changes
 # and no others, so its Kafka user needs write on these alone (k8s/kafka/users.yaml). The model lifecycle's
-# events, whoever recorded them (`cheems models ...`, the evaluation gate), leave through the training service.
+# events, whoever recorded them (`cheems models ...`, the evaluation gate), and the datasets' (made by the training
+# service or elsewhere) leave through the training service; every evaluation run's end (the result sink's, or a
+# run the evaluation service could not start) through the result sink.
 RELAYED_BY: dict[str, tuple[str, ...]] = {
     "ingestion": (SAMPLES,),
     "annotation": (ANNOTATIONS, RANKINGS),  # the annotation service and the AI judge worker
-    "training": (MODELS,),
+    "training": (DATASETS, MODELS),
+    "eval-sink": (EVAL_RESULTS,),
 }
 
 

@@ -32,8 +32,8 @@ EXPECTED: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = 
         (MODEL_EVALUATOR_GROUP, GATE_GROUP),
     ),
     "cheems-eval-worker": ((t.SCORES, dead_letter(t.SCORE_REQUESTS)), (t.SCORE_REQUESTS,), (WORKER_GROUP,)),
-    "cheems-eval-sink": ((t.EVAL_RESULTS, dead_letter(t.SCORES)), (t.SCORES,), (SINK_GROUP,)),
-    "cheems-training": ((t.DATASETS, *RELAYED["training"], dead_letter(t.RANKINGS)), (t.RANKINGS,), (TRAINING_GROUP,)),
+    "cheems-eval-sink": ((*RELAYED["eval-sink"], dead_letter(t.SCORES)), (t.SCORES,), (SINK_GROUP,)),
+    "cheems-training": ((*RELAYED["training"], dead_letter(t.RANKINGS)), (t.RANKINGS,), (TRAINING_GROUP,)),
     "cheems-scorer": ((), (t.MODELS,), ()),  # every partition assigned, no group: no group ACL
 }
 

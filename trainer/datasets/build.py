@@ -1,6 +1,6 @@
 """Make a dataset from the store: annotations -> recipe (`trainer.datasets.recipes`) -> content-hashed file -> registry.
 
-    dataset, created = create_dataset(engine, "human+ai-distant-debias", DatasetOptions("out/cheems"), publisher)
+    dataset, created = create_dataset(engine, "human+ai-distant-debias", DatasetOptions("out/cheems"))
 
 Every prompt with a resolved ranking is read with its annotations (relations as the annotation
 service resolves them, discarded responses left out). Distant supervision scores the responses with
@@ -16,6 +16,12 @@ after each step (`dataset_details`; `cheems status --json` shows it under `datas
 The pairs are written atomically in the CheemsPreference layout to <data_dir>/datasets/<sha256>.jsonl,
 whose sha256 is the dataset id: the same content is the same dataset, stored and announced
 (cheems.datasets.v1) once. A recipe that finds no pair raises EmptyDataset and stores nothing.
+
+A new dataset's DatasetEvent is queued in the store's outbox in the transaction that registers it; the training
+service's relay (`topics.RELAYED_BY["training"]`) publishes it after the commit, so a broker outage delays it and
+loses none. The training service kicks its relay once the dataset is made; a dataset made where no relay runs (a
+service started without a broker, the in-process service of `cheems ablation`, a script) leaves its event in the
+outbox until the training service's relay publishes it.
 """
 
 from __future__ import annotations
@@ -42,8 +48,8 @@ from services.annotation.algorithm.resolve import Relation
 from services.annotation.files.annotations import relations_of
 from services.annotation.service import repository_rankings
 from services.bus import topics
-from services.bus.client import Publisher
-from services.store import registry, repository
+from services.bus.codec import encode
+from services.store import outbox, registry, repository
 from services.store.db import session_scope
 from services.store.filtered import reasons_by_prompt
 from services.store.models import Dataset, RegisteredModel
@@ -217,14 +223,11 @@ def dataset_details(
 
 
 def create_dataset(
-    engine: Engine,
-    recipe_name: str,
-    options: DatasetOptions,
-    publisher: Publisher | None = None,
-    supervisor_id: str = "",
+    engine: Engine, recipe_name: str, options: DatasetOptions, supervisor_id: str = ""
 ) -> tuple[Dataset, bool]:
-    """Make the recipe's dataset from the store; (the stored dataset, whether it is new). `supervisor_id`: the
-    human-trained model that filters AI relations (default: the newest); NoSupervisor when there is none yet."""
+    """Make the recipe's dataset from the store; (the stored dataset, whether it is new), a new one's event queued
+    in the outbox with it. `supervisor_id`: the human-trained model that filters AI relations (default: the
+    newest); NoSupervisor when there is none yet."""
     recipe = dataset_recipe(recipe_name)
     with session_scope(engine) as session:
         supervisor = choose_supervisor(session, recipe, supervisor_id)
@@ -255,22 +258,18 @@ def create_dataset(
             supervisor_model_id=supervisor_name,
             details=dataset_details(recipe, options, supervisor_name, stats, dict(sorted(rule_filtered.items()))),
         )
+        if created:
+            announce(session, dataset)
     log.info(
         "dataset %s (%s): %d prompts, %d pairs (%d before debiasing), %d AI relations dropped by distant supervision%s",
         *(digest[:12], recipe.name, stats.prompts, stats.pairs, stats.pairs_before, stats.ai_relations_dropped),
         "" if created else "; already known",
     )
-    if created and publisher is not None:
-        announce(publisher, dataset)
     return dataset, created
 
 
-def announce(publisher: Publisher, dataset: Dataset) -> None:
-    """Publish the DatasetEvent; a broker that does not take it is logged (the dataset is stored and usable)."""
+def announce(session: Session, dataset: Dataset) -> None:
+    """Queue the dataset's DatasetEvent in the outbox, in `session`'s transaction (the one registering it)."""
     header = events_pb2.EventHeader(producer="training")
     event = events_pb2.DatasetEvent(header=header, dataset=dataset_message(dataset))
-    try:
-        publisher.publish(topics.DATASETS, dataset.id, event)
-        publisher.flush()
-    except Exception as e:  # kafka-python's errors: the broker is away
-        log.error("dataset %s is stored, but its event was not published: %s", dataset.id[:12], e)
+    outbox.add(session, topics.DATASETS, dataset.id, encode(topics.DATASETS, event).value)

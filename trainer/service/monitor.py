@@ -4,13 +4,13 @@ Every `poll_seconds` the thread reads the lines the trainer added to OUT/metrics
 step, total_steps, loss and overall (`registry.update_training`), then asks the launcher how the run
 is. When it ended:
 - succeeded, and OUT/model exported: the model is registered (overall = the final evaluation in its
-  metadata) and a ModelEvent is published on cheems.models.v1 before the registration commits, so a
-  crash in between publishes it again after the restart rather than never (consumers are idempotent);
+  metadata), its ModelEvent queued in the store's outbox in the registration's transaction (the service's
+  relay publishes it on cheems.models.v1 after the commit: a crash or a broker outage delays it only);
 - failed: the training is failed with the launcher's error (a local run's last log lines);
 - gone (a re-attached process that exited, a deleted Job): registered when OUT/model is there, else
   relaunched, resuming from its latest checkpoint, up to `max_relaunches` times.
-A cancelled training (ended in the store) is left alone. An error while watching (the database or
-the broker away) is logged and retried at the next poll.
+A cancelled training (ended in the store) is left alone. An error while watching (the database away) is
+logged and retried at the next poll.
 """
 
 from __future__ import annotations

@@ -183,8 +183,9 @@ def serve(db: str, bootstrap: str, config: TrainingConfig, on_ready: Callable[[i
     """`cheems service training`: expects a migrated database (`cheems db upgrade`), runs until SIGTERM.
 
     Without a bootstrap no events are published and no automatic training is possible. With one, the
-    store's outbox's model events are relayed too (the model lifecycle's, whoever recorded them: this service,
-    `cheems models ...`, the gate); several relays at once are safe (services.store.outbox).
+    store's outbox's dataset and model events are relayed too (the datasets', wherever they were made, and the
+    model lifecycle's, whoever recorded them: this service, `cheems models ...`, the gate); several relays at once
+    are safe (services.store.outbox).
     `on_ready(port)` runs once the server listens.
     """
     from services.store.accounts import AccountBook
@@ -192,7 +193,7 @@ def serve(db: str, bootstrap: str, config: TrainingConfig, on_ready: Callable[[i
 
     publisher = Publisher(bootstrap, max_block_ms=10000) if bootstrap else None
     engine = create_engine_for(StoreConfig(db))
-    service = TrainingService(engine, config, make_launcher(config), publisher)  # it relays the models' events
+    service = TrainingService(engine, config, make_launcher(config), publisher)  # relays datasets' and models' events
     listen = HostConfig(port=config.port, host=config.host, tls_cert=config.tls_cert, tls_key=config.tls_key)
     grpc_host = host(service, listen, AccountBook(engine)).start()
     recovered = service.recover()

@@ -57,8 +57,9 @@ class TrainingService:
         self.bench_root = Path(config.bench_root).absolute() if config.bench_root else self.data_dir / "bench"
         self.lock = threading.RLock()  # start, cancel and a run's end are decided one at a time
         self.monitor = Monitor(self)
-        # publishes the models' events (this service's registrations, `cheems models ...`, the gate's decisions)
-        # from the store's outbox; none without a publisher: they wait there for a service that has one
+        # publishes the datasets' and models' events (this service's datasets and registrations, `cheems models
+        # ...`, the gate's decisions) from the store's outbox; none without a publisher: they wait there for a
+        # service that has one
         self.relay = None if publisher is None else EventRelay(StoreOutbox(engine, topics.RELAYED_BY["training"]),
                                                                publisher).start()  # fmt: skip
 
@@ -76,7 +77,9 @@ class TrainingService:
             score_dtype=config.supervision_dtype,
         )
         recipe, supervisor = recipe or self.config.dataset_recipe, supervisor or self.config.supervisor
-        return create_dataset(self.engine, recipe, options, self.publisher, supervisor)
+        made = create_dataset(self.engine, recipe, options, supervisor)  # a new one's event queued in the outbox
+        self.announced()
+        return made
 
     def list_datasets(self) -> list[Dataset]:
         with session_scope(self.engine) as session:

@@ -2,7 +2,9 @@
 
 A batch is stored in one transaction and each run in it is checked for completion once; a batch spanning
 two runs finishes both; a duplicate in a batch is stored once (the first); a poison event (undecodable,
-malformed, or refused by the store) costs only its own run, and the rest of its batch is stored.
+malformed, or refused by the store) costs only its own run, and the rest of its batch is stored. A run's end
+(succeeded or failed) queues its EvalResultEvent in the outbox with it: runs ended while the broker is away
+announce their results once a broker is back, none lost.
 """
 
 from __future__ import annotations
@@ -11,17 +13,21 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from sqlalchemy import Engine
 
 from cheems.formats.cheemsbench import read_bench
-from cheems.v1 import events_pb2
+from cheems.v1 import evaluation_pb2, events_pb2
 from evaluator.pipeline.runs import run_message, run_state
 from evaluator.pipeline.sink import ResultSink, SinkConfig
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Delivery, Publisher
+from services.bus.relay import RelayConfig
 from services.store import repository
 from services.store.db import session_scope
+from services.store.outbox import StoreOutbox
+from system.soak.checks import published
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "sample"
 OPEN, HUMAN = SAMPLE / "open.jsonl", SAMPLE / "human.jsonl"
@@ -120,3 +126,36 @@ def test_poison_in_a_batch_fails_only_its_own_run_and_the_rest_is_stored(
     assert run_state(engine, refused).scored == 0
     # the good run was checked once per batch it had scores in (at most once per batch), never per score
     assert sink.stats.checks <= sink.consumer.stats.batches < 22
+
+
+def test_runs_ended_while_the_broker_is_away_announce_their_results_once_a_broker_is_back(engine: Engine) -> None:
+    broker = EmbeddedBroker().start()
+    broker.create_topics(topics.with_dead_letters(), partitions=2)
+    good, malformed = new_run(engine, OPEN), new_run(engine, HUMAN)
+    relay = RelayConfig(sweep_every=0.5, ack_timeout=2.0, max_backoff=1.0)
+    sink = sink_on(broker, engine, SinkConfig(relay=relay))
+    bad_pair = scores(malformed, HUMAN)[0]
+    del bad_pair.scores[-1]
+    replaced = None
+    try:
+        broker.stop()  # the sink's scores came before: it stores them and ends both runs with no broker
+        sink.handle_batch(batch([*scores(good, OPEN), bad_pair]))
+        assert (run_state(engine, good).state, run_state(engine, malformed).state) == ("succeeded", "failed")
+        waiting = [events_pb2.EvalResultEvent.FromString(e.value) for e in StoreOutbox(engine).take(10)]
+        assert {(e.run.run_id, e.run.state) for e in waiting} == {
+            (good, evaluation_pb2.RUN_STATE_SUCCEEDED),
+            (malformed, evaluation_pb2.RUN_STATE_FAILED),
+        }
+        replaced = EmbeddedBroker(port=broker.port).start()  # the same address, a new broker (topics anew)
+        replaced.create_topics(topics.with_dead_letters(), partitions=2)
+        deadline, results = time.monotonic() + 60, {}
+        while len(results) < 2 or StoreOutbox(engine).waiting():  # each deleted once acknowledged
+            assert time.monotonic() < deadline, f"results published: {sorted(results)}"
+            results = {e.run.run_id: e.run for e in published(replaced.bootstrap, topics.EVAL_RESULTS)}
+            time.sleep(0.2)
+    finally:
+        sink.close()
+        if replaced is not None:
+            replaced.stop()
+    assert results[good].result.overall == pytest.approx(run_state(engine, good).result["overall"])
+    assert results[good].items_scored == 18 and results[malformed].error == run_message(engine, malformed).error

@@ -3,7 +3,8 @@
 The score worker asks a scorer that serves another model again, with backoff, until it serves the run's model
 (here the scorer is replaced on the same port, as a deployment of the new model does), or past the limit
 publishes no scores and the run fails with the reason (on SQLite and PostgreSQL); a worker stopped while it
-waits leaves its request to the next worker. The sink stores only the scores of the run's model.
+waits leaves its request to the next worker. The sink stores only the scores of the run's model. Scores the
+broker did not take (a producer failed for good) commit nothing: the batch is scored again by a renewed producer.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
 from cheems.formats.cheemsbench import read_bench
 from cheems.v1 import events_pb2, reward_pb2
@@ -31,7 +32,9 @@ from services.scorer.client import RewardClient
 from services.scorer.runtime import ScorerServer
 from services.store import repository
 from services.store.db import session_scope
+from services.store.models import EvalScore
 from tests.evaluator.conftest import serving
+from tests.services.bus.producers import fail_for_good
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
@@ -199,3 +202,32 @@ def test_a_batch_is_scored_together_and_a_refused_request_fails_only_its_run(
         for k, event in good:
             alone = client.score(event.request.prompt, list(event.request.responses))
             assert scored[k].scores == pytest.approx(alone, rel=1e-4) and scored[k].model_id == "tiny"
+
+
+def test_scores_the_broker_did_not_take_commit_nothing_and_are_scored_again_by_a_renewed_producer(
+    engine: Engine, fresh_broker: EmbeddedBroker, scorer: ScorerServer, pump: Callable[..., Any], group: str
+) -> None:
+    url, bootstrap = f"127.0.0.1:{scorer.grpc_port}", fresh_broker.bootstrap
+    publisher = Publisher(bootstrap)
+    run_id = start_run(engine, publisher, [str(HUMAN)], url)
+    publisher.close()
+    worker = ScoreWorker(bootstrap, url, group=group, config=WorkerConfig(batch_size=64))
+    fail_for_good(worker.publisher)  # every send of its producer fails from now on, as after a replaced broker
+    kafka = worker.consumer.consumer
+    sink = ResultSink(bootstrap, engine, group=f"{group}-sink")
+    try:
+        deadline = time.monotonic() + 60
+        while worker.consumer.stats.batches == 0 and time.monotonic() < deadline:
+            worker.consumer.poll_once(500)
+        assert {kafka.committed(tp) for tp in kafka.assignment()} == {None}, "scores lost: the batch was committed"
+        assert worker.stats.publish_failures == worker.consumer.stats.redelivered == 1
+        with pump(worker.consumer, sink.consumer) as running:
+            running.wait_for(lambda: run_state(engine, run_id).state == "succeeded", what="the run to complete")
+    finally:
+        worker.close()
+        sink.close()
+    assert run_state(engine, run_id)[:3] == ("succeeded", 18, 18)
+    with session_scope(engine) as session:
+        stored = session.scalars(select(EvalScore.item).where(EvalScore.run_id == run_id)).all()
+    assert sorted(stored) == sorted(f"human:{i}" for i in range(18))  # one stored score per item
+    assert worker.stats.publish_failures == 1  # the renewed producer took every later batch

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from cheems.v1 import common_pb2, events_pb2
+from cheems.v1 import common_pb2, events_pb2, training_pb2
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import MAX_POLL_RECORDS, Delivery, EventConsumer, Publisher
 from services.bus.codec import BadMessage, decode, encode
+from tests.services.bus.producers import fail_for_good
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
@@ -195,3 +196,57 @@ def test_a_batch_handler_gets_each_polled_batch_whole_without_the_dead_letters(b
     assert (consumer.stats.handled, consumer.stats.dead_lettered) == (40, 1)
     with pytest.raises(ValueError, match="either handler or batch_handler"):
         EventConsumer(broker.bootstrap, [topics.SCORES], "neither")
+
+
+def raw_records(bootstrap: str, topic: str) -> list[Any]:
+    """Every record on `topic` now, undecoded, read to the end offsets without joining a group."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    reader = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(reader.partitions_for_topic(topic) or ())]
+        reader.assign(partitions)
+        reader.seek_to_beginning(*partitions)
+        ends, records = reader.end_offsets(partitions), []
+        deadline = time.monotonic() + 30
+        while any(reader.position(p) < ends[p] for p in partitions) and time.monotonic() < deadline:
+            records += [r for batch in reader.poll(timeout_ms=500).values() for r in batch]
+        return records
+    finally:
+        reader.close()
+
+
+def test_dead_letters_the_broker_did_not_take_commit_nothing_until_a_renewed_producer_sends_them(
+    broker: EmbeddedBroker,
+) -> None:
+    """The batch holding an undecodable record is committed only once its dead letter is acknowledged: a dead-letter
+    producer that failed for good is renewed and the same batch polled again (its events handled again: at least
+    once), so the dead letter is not lost."""
+    publisher = Publisher(broker.bootstrap)  # one key: one partition, so one poll takes the three records
+    publisher.publish(topics.DATASETS, "d", events_pb2.DatasetEvent(dataset=training_pb2.Dataset(dataset_id="d1")))
+    publisher.send_raw(topics.DATASETS, b"d", b"\x00garbage", [("cheems-schema-version", b"1")])
+    publisher.publish(topics.DATASETS, "d", events_pb2.DatasetEvent(dataset=training_pb2.Dataset(dataset_id="d3")))
+    publisher.flush()
+    publisher.close()
+    dead = Publisher(broker.bootstrap)
+    fail_for_good(dead)
+    seen: list[str] = []
+    consumer = EventConsumer(
+        broker.bootstrap, [topics.DATASETS], "dlq-fails", lambda t, k, e: seen.append(e.dataset.dataset_id), dead
+    )
+    kafka = consumer.consumer
+    try:
+        deadline = time.monotonic() + 30
+        while consumer.stats.batches == 0 and time.monotonic() < deadline:
+            consumer.poll_once()
+        assert {kafka.committed(tp) for tp in kafka.assignment()} == {None}, "committed before the dead letter"
+        assert (seen, consumer.stats.dead_lettered, consumer.stats.redelivered) == (["d1", "d3"], 1, 1)
+        while consumer.stats.batches < 2 and time.monotonic() < deadline:  # the same batch again
+            consumer.poll_once()
+        assert (seen, consumer.stats.dead_lettered, consumer.stats.redelivered) == (["d1", "d3"] * 2, 2, 1)
+        assert {kafka.committed(tp) for tp in kafka.assignment()} != {None}
+    finally:
+        consumer.close()
+        dead.close()
+    letters = raw_records(broker.bootstrap, topics.dead_letter(topics.DATASETS))
+    assert [(r.key, r.value) for r in letters] == [(b"d", b"\x00garbage")]  # once: the failed send never left

@@ -1,9 +1,11 @@
-"""Datasets from the store (SQLite and PostgreSQL): the file, its hash, the registry row, the event, bad recipes."""
+"""Datasets from the store (SQLite and PostgreSQL): the file, its hash, the registry row, the event (queued in the
+outbox with the dataset: a broker outage delays it, loses none), bad recipes."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -18,9 +20,11 @@ from cheems.model import load_model
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
+from services.bus.relay import EventRelay, RelayConfig
 from services.store import registry, repository
 from services.store.db import session_scope
 from services.store.filtered import keep_passing
+from services.store.outbox import StoreOutbox
 from tests.trainer.conftest import read_events
 from trainer.datasets.build import DatasetOptions, NoSupervisor, create_dataset, dataset_details
 from trainer.datasets.recipes import (
@@ -63,9 +67,8 @@ def test_human_dataset_is_content_addressed_and_announced_once(
     engine: Engine, broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
     seed(engine)
-    publisher = Publisher(broker.bootstrap)
     options = DatasetOptions(str(tmp_path))
-    dataset, created = create_dataset(engine, "human", options, publisher)
+    dataset, created = create_dataset(engine, "human", options)
     assert created and dataset.id == hashlib.sha256(Path(dataset.path).read_bytes()).hexdigest()
     assert dataset.path == str(tmp_path / "datasets" / f"{dataset.id}.jsonl")
     assert (dataset.prompts, dataset.pairs, dataset.rankings, dataset.supervisor_model_id) == (2, 4, 2, None)
@@ -81,13 +84,46 @@ def test_human_dataset_is_content_addressed_and_announced_once(
               "pairs_by_source": {"human": {"before": 4, "after": 4}}}  # fmt: skip
     assert dataset.details == {"recipe": "human", "settings": {}, "counts": counts}  # no step with settings ran
 
-    again, created = create_dataset(engine, "human", options, publisher)
+    again, created = create_dataset(engine, "human", options)
     assert (again.id, created) == (dataset.id, False)
+    publisher = Publisher(broker.bootstrap)
+    assert EventRelay(StoreOutbox(engine, topics.RELAYED_BY["training"]), publisher).drain() == 1  # the service's
+    publisher.close()
     events = [e for e in read_events(broker.bootstrap, topics.DATASETS) if e.dataset.path == dataset.path]
     assert len(events) == 1 and events[0].dataset.pairs == 4 and events[0].dataset.recipe == "human"
     with session_scope(engine) as s:
         assert [d.id for d in registry.list_datasets(s)] == [dataset.id]
-    publisher.close()
+
+
+def test_a_dataset_made_while_the_broker_is_away_waits_in_the_outbox_and_arrives_later(
+    engine: Engine, tmp_path: Path
+) -> None:
+    seed(engine)
+    broker = EmbeddedBroker().start()
+    broker.create_topics([topics.DATASETS], partitions=2)
+    publisher = Publisher(broker.bootstrap, max_block_ms=2000, connect=False)
+    fast = RelayConfig(sweep_every=0.5, ack_timeout=2.0, max_backoff=1.0)
+    relay = EventRelay(StoreOutbox(engine, topics.RELAYED_BY["training"]), publisher, fast).start()
+    replaced = None
+    try:
+        broker.stop()
+        dataset, created = create_dataset(engine, "human", DatasetOptions(str(tmp_path)))
+        relay.kick()
+        (waiting,) = StoreOutbox(engine).take(10)  # stored, and its event durable beside it
+        assert (waiting.topic, waiting.key, created) == (topics.DATASETS, dataset.id, True)
+        replaced = EmbeddedBroker(port=broker.port).start()  # the same address, a new broker (topics anew)
+        replaced.create_topics([topics.DATASETS], partitions=2)
+        (event,) = read_events(replaced.bootstrap, topics.DATASETS)
+        assert (event.dataset.dataset_id, event.dataset.pairs) == (dataset.id, 4)
+        deadline = time.monotonic() + 30
+        while StoreOutbox(engine).waiting():  # deleted once acknowledged
+            assert time.monotonic() < deadline, "the outbox was not emptied"
+            time.sleep(0.1)
+    finally:
+        relay.stop()
+        publisher.close(timeout=5)
+        if replaced is not None:
+            replaced.stop()
 
 
 def test_responses_the_rule_filter_kept_out_are_left_out_and_counted(engine: Engine, tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """The training service over gRPC with the local launcher: a real tiny training, progress, the registered model
-and its ModelEvent on the real broker; cancelling; bad requests store nothing; training on its own."""
+and its ModelEvent on the real broker (a dataset's DatasetEvent too); cancelling; bad requests store nothing;
+training on its own."""
 
 from __future__ import annotations
 
@@ -189,9 +190,11 @@ def test_bad_requests_store_nothing(
     assert error.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-def test_create_dataset(stub: Any) -> None:
+def test_create_dataset(stub: Any, broker: EmbeddedBroker) -> None:
     made = stub.CreateDataset(training_pb2.CreateDatasetRequest(recipe="human"))
     assert made.recipe == "human" and made.prompts == 4 and Path(made.path).name == f"{made.dataset_id}.jsonl"
+    announced = read_events(broker.bootstrap, topics.DATASETS)  # from the outbox, by the service's relay
+    assert made.dataset_id in {e.dataset.dataset_id for e in announced}
     shown = json_format.MessageToDict(made)  # the JSON grpcurl prints: how the dataset was made
     assert shown["details"]["recipe"] == "human" and shown["details"]["counts"]["pairs"] == made.pairs
     listed = stub.ListDatasets(training_pb2.ListDatasetsRequest()).datasets

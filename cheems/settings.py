@@ -28,6 +28,10 @@ class Settings(BaseSettings):
     kafka_username: str = ""
     kafka_password_file: str = ""  # a file holding the password (a mounted Secret), never the password itself
     kafka_ca_file: str = ""  # PEM of the CA that signed the brokers' certificates
+    # idempotent producers (Kafka's own dedupe of a resent batch). `cheems up` turns it off for its embedded broker
+    # on disk, which can acknowledge a resent batch it never stored (services.bus.broker): a resend is then written
+    # again, and consumers drop the duplicate by its event id
+    kafka_idempotence: bool = True
     scorer_url: str = ""  # host:port of the scorer's gRPC endpoint
     scorer_token: str = ""  # bearer token the scorer requires (empty = none)
     bench_root: str = ""  # the evaluation service reads StartRun's bench files from under here

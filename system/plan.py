@@ -99,6 +99,11 @@ class SystemConfig:
         return self.ports_from + OFFSETS[standard]
 
 
+# what every process of the loop is told about its bus, the embedded broker on disk (services.bus.broker): its
+# producers are not idempotent, since that broker can acknowledge a resent batch it never stored; a resend is
+# written again instead, and consumers drop the duplicate by its event id
+BUS_ENVIRONMENT = {"CHEEMS_KAFKA_IDEMPOTENCE": "false"}
+
 # offsets inside a `ports_from` block, one per standard port
 BROKER_PORT = 9092
 OFFSETS = {

@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 
 from cheems.credentials import private_file, private_folder, write_private
 from system.accounts import provision
-from system.plan import ACCOUNTS, OPERATOR_ACCOUNT, SystemConfig, addresses, plan
+from system.plan import ACCOUNTS, BUS_ENVIRONMENT, OPERATOR_ACCOUNT, SystemConfig, addresses, plan
 from system.supervisor import OnEvent, Supervisor, SupervisorConfig
 from system.takeover import claim
 
@@ -61,6 +61,7 @@ def up(
     supervisor = supervisor or SupervisorConfig()
     with claim(config.data_dir, on_event, supervisor.grace) as environment:
         config = prepare(config)
+        environment = {**environment, **BUS_ENVIRONMENT}
         with Supervisor(plan(config), config.data_dir / "logs", supervisor, stop, environment) as system:
             system.start(on_event)
             if on_ready is not None:

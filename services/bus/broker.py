@@ -16,6 +16,11 @@ folder (`services.bus.objectstore`): a record the broker acknowledged is fsynced
 broker's restart, and consumers resume from their committed offsets. Measured here (2-core CPU host,
 `python bench/broker_bench.py`): 2 KB records at about 1,700/s in bursts (6.8x the memory engine's time), 4.3 ms
 for one acknowledged record at a time (5.2x), read back from the start at 4,500/s (1.8x): ample for the relays.
+One fault of Tansu 0.6 on disk: a produce records the producer's sequence and the partition's watermark before it
+writes the batch, so a broker killed in between answers the resend DUPLICATE_SEQUENCE_NUMBER, which an idempotent
+producer takes for success; the batch is lost. `cheems up` therefore runs its producers without idempotence
+(CHEEMS_KAFKA_IDEMPOTENCE=false, `system.plan.BUS_ENVIRONMENT`): a resend is written again and consumers drop the
+duplicate by its event id (tests/services/bus/test_durable_broker.py shows both).
 
 It has no authentication: any process that reaches it may publish to and read every topic. So it listens
 on a loopback address only (127.0.0.1, ::1, localhost) and refuses any other with ConfigError; a cluster

@@ -36,6 +36,7 @@ from kafka import ConsumerRebalanceListener, TopicPartition
 from kafka.errors import CommitFailedError, KafkaError
 
 from cheems import errors
+from cheems.settings import Settings
 from services.bus.codec import BadMessage, decode, encode
 from services.bus.security import KafkaSecurity, connection_kwargs
 from services.bus.topics import dead_letter
@@ -89,7 +90,9 @@ class Publisher:
             "bootstrap_servers": bootstrap,
             **connection_kwargs(security),
             "acks": "all",
-            "enable_idempotence": True,  # kafka-python 3's default, made explicit: a conflicting setting then raises
+            # kafka-python 3's default, made explicit (a conflicting setting then raises); off only where the broker
+            # is the embedded one on disk (CHEEMS_KAFKA_IDEMPOTENCE=false: `cheems up`, services.bus.broker)
+            "enable_idempotence": Settings().kafka_idempotence,
             "retries": 5,
             "linger_ms": 5,
             "max_block_ms": max_block_ms,

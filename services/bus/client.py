@@ -86,13 +86,17 @@ class Publisher:
         publish, waiting up to `max_block_ms` (a service that must start while the broker is away: a relay).
         """
         self.max_block_ms = max_block_ms
+        idempotent = Settings().kafka_idempotence
         self._settings: dict[str, Any] = {
             "bootstrap_servers": bootstrap,
             **connection_kwargs(security),
             "acks": "all",
             # kafka-python 3's default, made explicit (a conflicting setting then raises); off only where the broker
             # is the embedded one on disk (CHEEMS_KAFKA_IDEMPOTENCE=false: `cheems up`, services.bus.broker)
-            "enable_idempotence": Settings().kafka_idempotence,
+            "enable_idempotence": idempotent,
+            # without idempotence a retried batch could overtake the next one: one request in flight keeps a key's
+            # events in order (with it, the broker orders them by sequence; kafka-python allows 5)
+            "max_in_flight_requests_per_connection": 5 if idempotent else 1,
             "retries": 5,
             "linger_ms": 5,
             "max_block_ms": max_block_ms,

@@ -97,6 +97,7 @@ def test_a_broker_killed_mid_write_loses_an_idempotent_resend_and_keeps_a_plain_
         running["broker"].create_topics([topics.SAMPLES], partitions=1)
         publisher = Publisher(running["broker"].bootstrap)
         assert publisher.producer.config["enable_idempotence"] is idempotent
+        assert publisher.producer.config["max_in_flight_requests_per_connection"] == (5 if idempotent else 1)
         publish_with(publisher, "p0")
         kill.set()
         resend = threading.Thread(target=publish_with, args=(publisher, "p1"))

@@ -23,6 +23,8 @@ from cheems.processes import Proc
 from system.plan import Process
 from system.supervisor import healthy
 
+QUIET = 10.0  # seconds a service may go on answering after a kill before it counts as not stopped by it
+
 
 @dataclass(frozen=True)
 class Kill:
@@ -62,7 +64,7 @@ def recovery(process: Process, since: float, patience: float) -> float | None:
         if healthy(process, timeout=1.0):
             if failed:
                 return time.monotonic() - since
-            if time.monotonic() - since > 3.0:  # a kill that stops the service shows within a few polls
+            if time.monotonic() - since > QUIET:  # a kill that stops the service shows well within this
                 return 0.0
         else:
             failed = True

@@ -23,11 +23,11 @@ from evaluator.pipeline.sink import ResultSink, SinkConfig
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Delivery, Publisher
+from services.bus.reader import read_topic
 from services.bus.relay import RelayConfig
 from services.store import repository
 from services.store.db import session_scope
 from services.store.outbox import StoreOutbox
-from system.soak.checks import published
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "sample"
 OPEN, HUMAN = SAMPLE / "open.jsonl", SAMPLE / "human.jsonl"
@@ -151,7 +151,7 @@ def test_runs_ended_while_the_broker_is_away_announce_their_results_once_a_broke
         deadline, results = time.monotonic() + 60, {}
         while len(results) < 2 or StoreOutbox(engine).waiting():  # each deleted once acknowledged
             assert time.monotonic() < deadline, f"results published: {sorted(results)}"
-            results = {e.run.run_id: e.run for e in published(replaced.bootstrap, topics.EVAL_RESULTS)}
+            results = {d.event.run.run_id: d.event.run for d in read_topic(replaced.bootstrap, topics.EVAL_RESULTS)}
             time.sleep(0.2)
     finally:
         sink.close()

@@ -66,8 +66,8 @@ $(STAMP_PROTO): $(PROTOS) $(STAMP_INSTALL)
 
 # Three workers on 2 cores (a test file stays on one, with its fixtures): most tests wait on real
 # processes (Triton, torchrun, the services, vLLM engines), so a third worker fills the idle CPU. On a fresh
-# clone here: 2,492 tests in 18.5 min (21.5 with the installs); 2,724 in 32 min on a slower day (the demo alone: 87 s,
-# then 114 s). Over the 15-minute goal since the vLLM engines.
+# clone here: 2,865 tests in 21.7 min (24.2 with the installs; the short chaos soak alone: about 4 min); 2,724 in
+# 32 min on a slower day. Over the 15-minute goal since the vLLM engines.
 # Files marked slow run first (tests/conftest.py). `make test JOBS=0` runs it in one process.
 JOBS ?= 3
 test: setup setup-vllm

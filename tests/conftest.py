@@ -53,9 +53,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     `make test` hands whole files to its workers (`--dist loadfile`) in collection order; a long file handed
     out last keeps one worker busy while the others idle. Slow first, the run ends on short files. The sort is
     stable, so each group keeps its order. `-m "not slow"` gives a quick run of the rest.
+    Files marked `slow("longest")` go before the other slow ones.
     """
     slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
+    # the longest of them (`slow("longest")`: minutes of real processes, e.g. the chaos soak) first of all, so the
+    # other workers go through the rest meanwhile instead of waiting for it at the end
+    longest = {item.path for item in items if "longest" in getattr(item.get_closest_marker("slow"), "args", ())}
+    items.sort(key=lambda item: (item.path not in longest, item.path not in slow))
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
+pytestmark = pytest.mark.slow("longest")  # runs first of all: see tests/conftest.py
 
 ROOT = Path(__file__).resolve().parents[3]
 

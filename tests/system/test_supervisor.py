@@ -145,7 +145,8 @@ def test_a_broker_whose_broker_process_dies_is_restarted_and_serves(tmp_path: Pa
             os.kill(tansu.pid, signal.SIGKILL)
             assert wait_for(lambda: system.pids().get("broker", wrapper) != wrapper), events
             assert wait_for(lambda: ports.listener(port, system.pids().get("broker", 0)) == "own"), events
-            assert events[-3:] == [("broker", "exited"), ("broker", "restarting"), ("broker", "started")]
+            after = events[events.index(("broker", "exited")) :]  # a port still held by the dead one: a retry
+            assert after[:2] == [("broker", "exited"), ("broker", "restarting")] and after[-1] == ("broker", "started")
             assert round_trip(f"127.0.0.1:{port}") == [("p1", "你好")]
         finally:
             system.stopping.set()
@@ -210,7 +211,7 @@ def round_trip(bootstrap: str) -> list[tuple[str, str]]:
     consumer = EventConsumer(
         bootstrap, [topics.SAMPLES], "supervisor-test", lambda _, key, event: seen.append((key, event.sample.prompt))
     )
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120  # a group join on a loaded machine takes its time
     while not seen and time.monotonic() < deadline:
         consumer.poll_once()
     consumer.close()

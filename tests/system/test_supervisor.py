@@ -145,6 +145,7 @@ def test_a_broker_whose_broker_process_dies_is_restarted_and_serves(tmp_path: Pa
             os.kill(tansu.pid, signal.SIGKILL)
             assert wait_for(lambda: system.pids().get("broker", wrapper) != wrapper), events
             assert wait_for(lambda: ports.listener(port, system.pids().get("broker", 0)) == "own"), events
+            assert wait_for(lambda: log.read_text().count("broker at") == 2), log.read_text()  # its topics again
             after = events[events.index(("broker", "exited")) :]  # a port still held by the dead one: a retry
             assert after[:2] == [("broker", "exited"), ("broker", "restarting")] and after[-1] == ("broker", "started")
             assert round_trip(f"127.0.0.1:{port}") == [("p1", "你好")]
@@ -204,8 +205,7 @@ def round_trip(bootstrap: str) -> list[tuple[str, str]]:
     """What a consumer reads back of one sample published to `bootstrap`."""
     sample = common_pb2.Sample(prompt_id="p1", prompt="你好", responses=[common_pb2.Response(id="r", content="好")])
     publisher = Publisher(bootstrap)
-    publisher.publish(topics.SAMPLES, "p1", events_pb2.SampleEvent(sample=sample))
-    publisher.flush()
+    publisher.publish(topics.SAMPLES, "p1", events_pb2.SampleEvent(sample=sample)).get(timeout=60)  # acknowledged
     publisher.close()
     seen: list[tuple[str, str]] = []
     consumer = EventConsumer(

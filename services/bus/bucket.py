@@ -11,8 +11,10 @@ half-written object (a staged file left behind was never acknowledged: `services
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
+import stat
 import uuid
 from pathlib import Path
 from typing import Any
@@ -62,11 +64,12 @@ class Bucket:
         return self.root.joinpath(*parts)
 
     def stat(self, key: str) -> os.stat_result | None:
+        """The object's file's status; None when there is no such object (a folder of other keys is none)."""
         try:
-            stat = self.path(key).stat()
+            found = self.path(key).stat()
         except (FileNotFoundError, NotADirectoryError):
             return None
-        return stat if not os.path.isdir(self.path(key)) else None
+        return None if stat.S_ISDIR(found.st_mode) else found
 
     def write(self, key: str, data: bytes) -> os.stat_result:
         """Write `data` as the object `key`, durably (staged, fsynced, renamed, folder fsynced)."""
@@ -115,10 +118,10 @@ class Bucket:
                     continue
                 entry: Any = common
             else:
-                stat = self.stat(key)
-                if stat is None:
+                found = self.stat(key)
+                if found is None:
                     continue
-                entry = (key, stat)
+                entry = (key, found)
             if len(objects) + len(prefixes) == limit:
                 return objects, prefixes, last
             if isinstance(entry, str):
@@ -131,8 +134,10 @@ class Bucket:
 
     @staticmethod
     def _last_under(common: str, keys: list[str]) -> str:
-        """The greatest key under a common prefix: a continuation after it skips the whole prefix."""
-        return max(k for k in keys if k.startswith(common))
+        """The greatest key under a common prefix (`keys` sorted: they stand together): a continuation after it
+        skips the whole prefix."""
+        after = common[:-1] + chr(ord(common[-1]) + 1)  # the least string past every key that starts with `common`
+        return keys[bisect.bisect_left(keys, after) - 1]
 
     def _walk(self, prefix: str) -> list[str]:
         """Every key under the folder that holds `prefix`'s complete parts."""

@@ -154,9 +154,7 @@ def _publish_requests(publisher: Publisher, run_id: str, subsets: Subsets, model
                 model_id=model_id,
             )
             sent.append(publisher.publish(topics.SCORE_REQUESTS, key, event))
-    publisher.flush()
-    for future in sent:  # done after the flush: each acknowledged, or its error raised here (flush raises none)
-        future.get()
+    publisher.confirm(sent)
 
 
 def rewards_of(subsets: Subsets, scores: Mapping[str, Mapping[str, float]]) -> dict[RewardKey, float]:

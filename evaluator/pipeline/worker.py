@@ -43,7 +43,7 @@ from cheems.v1 import events_pb2, reward_pb2
 from evaluator.errors import WorkerStopped, WrongModel
 from evaluator.pipeline.score_batch import match_replies, model_not_served, one_by_one, refused, score_event
 from services.bus import topics
-from services.bus.client import JOIN_WAIT_MS, Delivery, EventConsumer, Publisher, Redeliver
+from services.bus.client import JOIN_WAIT_MS, Delivery, EventConsumer, Publisher, redeliver
 from services.channels import tls_credentials
 from services.grpc_errors import error_reason
 from services.scorer.client import RewardClient, chunks
@@ -190,10 +190,9 @@ class ScoreWorker:
 
     def _not_published(self, count: int, error: KafkaError) -> NoReturn:
         self.stats.publish_failures += 1
-        self.publisher.renew()  # a producer that failed for good fails every later send too
         log.warning("the broker did not take %d scores (%r): nothing committed, the batch is scored again", count,
                     error)  # fmt: skip
-        raise Redeliver(f"the broker did not take {count} scores: {error!r}") from None
+        redeliver(self.publisher, f"{count} scores", error)
 
     def _ask_batch(self, chunk: list[Delivery]) -> Future[list[reward_pb2.ScoreResponse]]:
         self.stats.calls += 1

@@ -164,6 +164,13 @@ class Publisher:
             old.close(timeout=timeout)
 
 
+def redeliver(publisher: Publisher, what: str, error: KafkaError) -> NoReturn:
+    """The broker did not take `what` a batch's handling sent: renew the producer (one whose broker was replaced
+    stays failed) and raise Redeliver, so nothing of the batch is committed and it is handed over again."""
+    publisher.renew()
+    raise Redeliver(f"the broker did not take {what}: {error!r}") from None
+
+
 def _abandon(producer: Any) -> None:
     """Close `producer` now, failing its unsent batches. kafka-python's close(0) refuses while batches are
     pending (its flush times out first), so its sender is force-closed first: it fails them and ends."""
@@ -316,8 +323,7 @@ class EventConsumer:
             stats.commit_s += time.perf_counter() - handled
 
     def _dead_letters_failed(self, count: int, error: KafkaError) -> NoReturn:
-        self.dead_letters.renew()  # a producer whose broker was replaced stays failed
-        raise Redeliver(f"the broker did not take {count} dead letters: {error!r}") from None
+        redeliver(self.dead_letters, f"{count} dead letters", error)
 
     def _rewind(self, records: list[Any], error: Redeliver) -> None:
         """Seek each partition of the batch back to its first record (the next poll hands the batch over again),

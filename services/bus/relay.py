@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -149,12 +148,9 @@ class EventRelay:
         return len(rows)
 
     def _send(self, events: Sequence[Pending]) -> None:
-        deadline = time.monotonic() + self.config.ack_timeout
         try:
             sent = [self.publisher.publish(e.topic, e.key, _decoded(e)) for e in events]
-            self.publisher.flush(timeout=self.config.ack_timeout)  # now, not after linger_ms
-            for future in sent:
-                future.get(timeout=max(0.001, deadline - time.monotonic()))  # 0 would mean no limit
+            self.publisher.confirm(sent, timeout=self.config.ack_timeout)  # flushed now, not after linger_ms
         except KafkaError as e:
             self.publisher.renew()  # before the claim ends: nothing of this batch reaches the broker later
             raise RelayError(f"the broker did not acknowledge {len(events)} events: {e!r}") from None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,13 +15,6 @@ from services.bus.codec import BadMessage, decode, encode
 from tests.services.bus.producers import fail_for_good
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker() as running:
-        running.create_topics(topics.with_dead_letters(), partitions=2)
-        yield running
 
 
 def sample_event(prompt_id: str) -> events_pb2.SampleEvent:

@@ -28,13 +28,6 @@ from services.store.outbox import StoreOutbox
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker() as running:
-        running.create_topics(topics.with_dead_letters(), partitions=2)
-        yield running
-
-
 def ranking(key: str, n: int) -> events_pb2.RankingEvent:
     """The n-th ranking of prompt `key` (n in `conflicts`: the order it was queued in)."""
     return events_pb2.RankingEvent(ranking=common_pb2.Ranking(prompt_id=key, rank={"r1": 1}), conflicts=n)
@@ -101,8 +94,9 @@ class StuckPublisher:
         assert self.answer.wait(60)
         return Acknowledged()
 
-    def flush(self, timeout: float | None = None) -> None:
-        pass
+    def confirm(self, sent: list[Any], timeout: float | None = None) -> None:
+        for future in sent:
+            future.get(timeout)
 
     def renew(self) -> None:
         pass

@@ -6,6 +6,8 @@
     held_by(9092, {pid, ...})  # whether one of these processes holds one (a start checks its own child's tree)
     listener(9092, pid)        # "own" (pid or a descendant listens), "other" or "none": health on its own port
     holder_text(9092)          # "port 9092 is held by pid 123 (tansu broker ...)", for an error message
+    free_port()                # a port nothing listens on now (127.0.0.1)
+    free_block(100)            # the first of 100 such ports in a row (a system on a `--ports-from` block)
 
 A port counts as held when anything listens on it on any address: a check before a start is on the safe side.
 Sockets of other network namespaces are not seen. Ground floor: imports nothing of the project but `processes`.
@@ -13,6 +15,7 @@ Sockets of other network namespaces are not seen. Ground floor: imports nothing 
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterable
 
 from cheems.processes import PROC, describe, tree
@@ -85,3 +88,28 @@ def listener(port: int, root: int) -> str:
         if not listening(port):
             return "none"
     return "other"
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 nothing listens on now (the kernel's pick)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def free_block(size: int = 100, first: int = 21000) -> int:
+    """The first port of `size` free ports of 127.0.0.1 in a row, from `first` on."""
+    for start in range(first, 60000, size):
+        held: list[socket.socket] = []
+        try:
+            for port in range(start, start + size):
+                s = socket.socket()
+                held.append(s)
+                s.bind(("127.0.0.1", port))
+            return start
+        except OSError:
+            continue
+        finally:
+            for s in held:
+                s.close()
+    raise RuntimeError(f"no {size} free ports in a row on 127.0.0.1")

@@ -32,7 +32,6 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Iterable
@@ -42,16 +41,11 @@ from cheems.errors import ConfigError, PortInUse, Unavailable
 from cheems.extras import need
 from cheems.processes import ports
 from cheems.processes.parent import spawn
+from cheems.processes.ports import free_port
 from services.bus.objectstore import ObjectStore
 
 log = logging.getLogger(__name__)
 BUCKET = "tansu"  # the one bucket of an on-disk broker's object store
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def is_loopback(host: str) -> bool:
@@ -104,7 +98,7 @@ class EmbeddedBroker:
         if ports.listening(self.port):
             raise self._taken()
         try:
-            env = {**os.environ, **self._storage_env()}
+            env = {**os.environ, **self._start_storage()}
             self.process = spawn(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
             self._wait_listening(timeout)
         except BaseException:
@@ -135,8 +129,8 @@ class EmbeddedBroker:
                 f"the embedded broker on {self.bootstrap} (pid {self.process.pid}) exited with status {code}"
             )
 
-    def _storage_env(self) -> dict[str, str]:
-        """Tansu's object-store settings: this process's store on disk (started now), or none for memory."""
+    def _start_storage(self) -> dict[str, str]:
+        """Start this process's object store on the storage folder; Tansu's settings to reach it (none for memory)."""
         if self.storage is None:
             return {}
         self.objects = ObjectStore(self.storage).start()

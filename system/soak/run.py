@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -50,29 +49,6 @@ class SoakResult:
         return bool(self.checks) and all(c.ok for c in self.checks)
 
 
-def free_block(size: int = 100, first: int = 21000) -> int:
-    """The first port of `size` free ports in a row (a system listens on a block)."""
-    for start in range(first, 60000, size):
-        try:
-            held = [_bound(port) for port in range(start, start + size)]
-        except OSError:
-            continue
-        for s in held:
-            s.close()
-        return start
-    raise RuntimeError("no free block of ports")
-
-
-def _bound(port: int) -> socket.socket:
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", port))
-    except OSError:
-        s.close()
-        raise
-    return s
-
-
 def soak(config: SoakConfig, echo: Callable[[str], None]) -> SoakResult:
     began, result = time.monotonic(), SoakResult()
 
@@ -82,7 +58,7 @@ def soak(config: SoakConfig, echo: Callable[[str], None]) -> SoakResult:
     shutil.rmtree(config.out, ignore_errors=True)
     config.out.mkdir(parents=True)
     system = SystemConfig(data_dir=config.out / "system", db=config.db,
-                          ports_from=config.ports_from or free_block(), bench=(BENCH,))  # fmt: skip
+                          ports_from=config.ports_from or ports.free_block(), bench=(BENCH,))  # fmt: skip
     command = _up_command(config, system)
     up = _start_up(command, config.out / "up-1.log", config.start_timeout, say)
     stop = threading.Event()

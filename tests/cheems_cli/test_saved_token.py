@@ -5,7 +5,6 @@ server on another port that records the metadata of every call it receives."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -15,18 +14,13 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
+from cheems.processes.ports import free_port
 from cheems_cli.main import app
 from services.store.migrate import upgrade
 from tests.services.accounts import Recorder
 
 SAVED = "chm_saved-operator-Xq7Lm2Vb9Tz4Rk8Wn3Pd6Hs1"  # what `cheems up` wrote into its token file
 MINE = "chm_users-own-token-Yf5Ja8Qc2Gu7Ne4Kx9Mt3"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

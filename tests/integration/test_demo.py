@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import sqlite3
 import stat
 import subprocess
@@ -15,30 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from cheems.processes.ports import free_block
 from system.demo import annotatable
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample" / "open.jsonl"
-
-
-def free_block(size: int = 100) -> int:
-    """The first port of `size` free ports in a row (the demo's services listen on a block)."""
-    for start in range(21000, 60000, size):
-        sockets = []
-        try:
-            for port in range(start, start + size):
-                s = socket.socket()
-                s.bind(("127.0.0.1", port))
-                sockets.append(s)
-            return start
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    raise RuntimeError("no free block of ports")
 
 
 def test_the_demo_runs_the_loop_through_the_services_and_stops_everything(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy import func, select
 
+from cheems.processes.ports import free_port
 from cheems.roles import OPERATOR
 from cheems.v1 import (
     annotation_pb2,
@@ -35,7 +36,7 @@ from evaluator.pipeline.runs import run_state, start_run
 from evaluator.server import SERVICE as EVALUATION_SERVICE
 from services.annotation.server import SERVICE as ANNOTATION_SERVICE
 from services.bus import topics
-from services.bus.broker import EmbeddedBroker, free_port
+from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
 from services.channels import open_channel, tls_credentials
 from services.hosting import LIVENESS

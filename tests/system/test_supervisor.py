@@ -18,17 +18,12 @@ import pytest
 
 from cheems import processes
 from cheems.processes import ports
+from cheems.processes.ports import free_port
 from cheems.v1 import common_pb2, events_pb2
 from services.bus import topics
 from services.bus.client import EventConsumer, Publisher
 from system.plan import Process
 from system.supervisor import StartFailed, Supervisor, SupervisorConfig, grpc_health, healthy
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def alive(pid: int) -> bool:

@@ -16,7 +16,7 @@ import pytest
 
 from cheems import processes
 from cheems.processes import ports
-from services.bus.broker import free_port
+from cheems.processes.ports import free_port
 from system.plan import Process
 from system.supervisor import Supervisor, SupervisorConfig
 from system.takeover import DataDirInUse, claim

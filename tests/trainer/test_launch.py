@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from services.bus.broker import free_port
+from cheems.processes.ports import free_port
 from trainer.launch import DEFAULT_RDZV_PORT, LaunchConfig, kubeflow_endpoint, torchrun_args
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py

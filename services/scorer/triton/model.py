@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sysconfig
 import threading
 from collections.abc import Callable
@@ -43,12 +42,6 @@ def make_infer(model: Any, execution: Execution) -> Callable[..., dict[str, np.n
         return {"rewards": np.asarray(values, dtype=np.float32)[:, None]}
 
     return infer
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def use_running_libpython() -> None:

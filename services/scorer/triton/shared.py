@@ -27,7 +27,8 @@ import numpy as np
 from cheems import processes
 from cheems.credentials import private_file
 from cheems.execution import Execution
-from services.scorer.triton.model import free_port, make_infer, use_running_libpython
+from cheems.processes.ports import free_port
+from services.scorer.triton.model import make_infer, use_running_libpython
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,8 @@ from pathlib import Path
 from cheems.credentials import open_private
 from cheems.processes import Proc, kill, tree
 from cheems.processes.parent import spawn
+from cheems.processes.ports import free_port
 from services.scorer.errors import BackendUnavailable
-from services.scorer.triton.model import free_port
 
 log = logging.getLogger(__name__)
 # vLLM 0.32's server module (`vllm serve` is the same; the CPU wheel's `vllm` command cannot find its own version)

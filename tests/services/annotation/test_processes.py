@@ -19,12 +19,13 @@ from sqlalchemy import func, select
 from cheems.credentials import read_secret
 from cheems.formats.cheemsbench import BenchItem, write_bench
 from cheems.formats.responses import Response
+from cheems.processes.ports import free_port
 from cheems.roles import ANNOTATOR
 from services.annotation.algorithm.protocol import triple_tasks
 from services.annotation.server import SERVICE
 from services.annotation.simulation.annotators import SimulationConfig, simulate_humans
 from services.bus import topics
-from services.bus.broker import EmbeddedBroker, free_port
+from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
 from services.hosting import LIVENESS
 from services.store import repository

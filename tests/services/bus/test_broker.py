@@ -19,9 +19,10 @@ from kafka.admin import KafkaAdminClient
 from cheems import processes
 from cheems.errors import ConfigError, PortInUse
 from cheems.extras import MissingExtra
+from cheems.processes.ports import free_port
 from cheems.v1 import common_pb2, events_pb2
 from services.bus import topics
-from services.bus.broker import EmbeddedBroker, free_port
+from services.bus.broker import EmbeddedBroker
 from services.bus.client import EventConsumer, Publisher
 
 

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from cheems.processes.ports import free_port
 from cheems.v1 import common_pb2, events_pb2
 from services.bus import topics
-from services.bus.broker import EmbeddedBroker, free_port
+from services.bus.broker import EmbeddedBroker
 from services.bus.bucket import S3Error
 from services.bus.client import EventConsumer, Publisher
 from services.bus.reader import read_topic

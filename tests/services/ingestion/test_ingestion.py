@@ -15,10 +15,11 @@ import grpc
 import pytest
 from sqlalchemy import Engine, func, select
 
+from cheems.processes.ports import free_port
 from cheems.roles import OPERATOR
 from cheems.v1 import common_pb2, events_pb2, ingestion_pb2, ingestion_pb2_grpc
 from services.bus import topics
-from services.bus.broker import EmbeddedBroker, free_port
+from services.bus.broker import EmbeddedBroker
 from services.bus.client import EventConsumer, Publisher
 from services.bus.relay import RelayConfig
 from services.channels import open_channel

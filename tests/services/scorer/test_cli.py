@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from services.scorer.triton.model import free_port
+from cheems.processes.ports import free_port
 
 
 def test_serve_score_and_sigterm(tiny_model: Path) -> None:

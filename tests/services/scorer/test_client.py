@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 import pytest
 
+from cheems.processes.ports import free_port
 from cheems.v1 import reward_pb2, reward_pb2_grpc
 from services.grpc_errors import REASON_KEY
 from services.scorer.client import (
@@ -29,7 +30,6 @@ from services.scorer.client import (
 )
 from services.scorer.config import ScorerConfig
 from services.scorer.runtime import ScorerServer
-from services.scorer.triton.model import free_port
 
 PROMPT = "写一句关于春天的诗。"
 CANDIDATES = ["春风又绿江南岸。", "不知道。", "spring spring 春天 ok"]

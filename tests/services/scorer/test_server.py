@@ -172,7 +172,7 @@ def test_deadline_exceeded(triton_server: ScorerServer) -> None:
 
 
 def test_unreachable_triton_is_unavailable(tiny_model: Path) -> None:
-    from services.scorer.triton.model import free_port
+    from cheems.processes.ports import free_port
 
     config = ScorerConfig(
         model=str(tiny_model),

@@ -18,8 +18,8 @@ import requests
 from cheems.chat import Conversation, encode_many
 from cheems.forward import forward_rewards
 from cheems.model import load_model
+from cheems.processes.ports import free_port
 from services.scorer.runtime import ScorerServer
-from services.scorer.triton.model import free_port
 from tests.services.scorer.conftest import running
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py

@@ -19,12 +19,12 @@ import grpc
 import pytest
 from sqlalchemy import Engine
 
+from cheems.processes.ports import free_port
 from cheems.v1 import reward_pb2_grpc, training_pb2
 from services.bus.broker import EmbeddedBroker
 from services.scorer.config import ScorerConfig
 from services.scorer.models.loading import load_first
 from services.scorer.runtime import ScorerServer
-from services.scorer.triton.model import free_port
 from services.store import lifecycle
 from services.store.db import session_scope
 from tests.services.scorer.models.following import (

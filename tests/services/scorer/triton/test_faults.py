@@ -23,10 +23,10 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cheems import processes
+from cheems.processes.ports import free_port
 from cheems.v1 import reward_pb2, reward_pb2_grpc
 from services.scorer.config import ScorerConfig
 from services.scorer.runtime import ScorerServer
-from services.scorer.triton.model import free_port
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 REQUEST = reward_pb2.ScoreRequest(prompt="你好", responses=["你好！有什么可以帮你？", "滚"])

@@ -15,9 +15,9 @@ from transformers import AutoConfig
 
 from cheems.errors import ModelError
 from cheems.packing import Cost
+from cheems.processes.ports import free_port
 from services.scorer.backends import TorchBackend, TritonBackend
 from services.scorer.deadline import Deadline
-from services.scorer.triton.model import free_port
 from services.scorer.triton.repository import export_triton_repository
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py

@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 
 import pytest
 
+from cheems.processes.ports import free_port
 from services.scorer.deadline import Deadline
 from services.scorer.errors import BackendUnavailable, DeadlineExceeded, ScorerError
-from services.scorer.triton.model import free_port
 from services.scorer.vllm.client import VllmBackend, host_port, rewards
 
 

@@ -29,6 +29,7 @@ FLOORS = {
     "services.access": 1,
     "services.channels": 1,
     "services.web": 1,
+    "services.observe": 1,
     "services.scorer": 2,
     "services.annotation": 2,
     "services.ingestion": 2,

@@ -8,13 +8,13 @@ PROTOS := $(wildcard protos/cheems/v1/*.proto)
 STAMP_INSTALL := $(VENV)/.installed
 STAMP_PROTO   := cheems/v1/.stamp-proto
 
-.PHONY: setup setup-vllm proto test demo check bench lock lock-vllm clean sample train kubectl chromium image image-test wheelhouse dev-secrets
+.PHONY: setup setup-vllm proto test demo check bench lock lock-vllm clean sample train kubectl chromium promtool image image-test wheelhouse dev-secrets
 
 # pyproject's extras this machine installs: all of them (cheems/extras.py says what each is for; a GPU host
 # takes none: README "On a GPU host with no network").
 EXTRAS := dev,triton,charts,broker,kubernetes
 
-setup: $(STAMP_INSTALL) $(STAMP_PROTO) kubectl chromium
+setup: $(STAMP_INSTALL) $(STAMP_PROTO) kubectl chromium promtool
 
 # kubectl (with its built-in kustomize, v5 or newer) renders k8s/ in the tests; when it is missing,
 # Debian's kubernetes-client package provides one.
@@ -32,6 +32,14 @@ chromium:
 	  echo "chromium not found: installing Debian's $(CHROMIUM_PACKAGES)"; \
 	  SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 	  $$SUDO apt-get install -y -q $(CHROMIUM_PACKAGES) || { $$SUDO apt-get update -q && $$SUDO apt-get install -y -q $(CHROMIUM_PACKAGES); }; }
+
+# promtool checks the live /metrics expositions (`promtool check metrics`) and the alert rules (`promtool test
+# rules`) in the tests; Debian's prometheus package provides it (the server it also installs is never started).
+promtool:
+	@command -v promtool >/dev/null || { \
+	  echo "promtool not found: installing Debian's prometheus"; \
+	  SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+	  $$SUDO apt-get install -y -q --no-install-recommends prometheus || { $$SUDO apt-get update -q && $$SUDO apt-get install -y -q --no-install-recommends prometheus; }; }
 
 $(STAMP_INSTALL): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(None if sys.version_info[:2] == (3, 11) else "make setup needs Python 3.11, found " \

@@ -29,6 +29,16 @@ from cheems_cli.options import (
 service = typer.Typer(help="Run a long-lived service (what the Kubernetes Deployments run).", no_args_is_help=True)
 
 
+@service.callback()
+@clear_errors
+def traced(ctx: typer.Context) -> None:
+    """Every service traces over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set (`services.observe.tracing`), as the
+    service of its command's name."""
+    from services.observe.tracing import setup_tracing
+
+    setup_tracing(ctx.invoked_subcommand or "service")
+
+
 @service.command("ingestion")
 @clear_errors
 def service_ingestion(

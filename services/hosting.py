@@ -32,6 +32,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from cheems.errors import InvalidInput, PortInUse
+from services.observe import tracing
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +178,7 @@ class GrpcHost:
         self.config, self.names = config, tuple(names)
         self.server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=config.workers),
-            interceptors=[guard] if guard is not None else [],
+            interceptors=[i for i in (tracing.server_interceptor(), guard) if i is not None],  # a span per call
             options=SERVER_OPTIONS,
         )
         if register is not None:

@@ -24,6 +24,7 @@ from cheems.v1 import reward_pb2
 from services.access import Authenticate, Guard, first_of, static_token
 from services.grpc_errors import abort, status_of
 from services.hosting import LIVENESS, bind, checked_handler, server_credentials, server_options
+from services.observe import tracing
 from services.scorer.config import ScorerConfig
 from services.scorer.deadline import Deadline
 from services.scorer.errors import (
@@ -165,7 +166,8 @@ def create_server(
     when the port is taken. `authenticate`: how callers' tokens are checked (default `accounts.callers(config)`,
     which asks no credential without --token and --accounts). Health and reflection stay open for probes."""
     authenticate = authenticate if authenticate is not None else callers(config)
-    interceptors = [Guard(authenticate)] if authenticate is not None else []
+    guard = Guard(authenticate) if authenticate is not None else None
+    interceptors = [i for i in (tracing.server_interceptor(), guard) if i is not None]  # a span per call
     options = [
         *server_options(config.max_connection_age, config.max_connection_age_grace),
         ("grpc.max_receive_message_length", config.max_message_bytes),

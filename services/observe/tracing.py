@@ -27,7 +27,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import grpc
@@ -50,7 +50,7 @@ _state: dict[str, str] = {}  # "service": the name set up in this process
 _guard = threading.Lock()
 
 
-def exporters(environ: dict[str, str] | None = None) -> list[str]:
+def exporters(environ: Mapping[str, str] | None = None) -> list[str]:
     """The span exporters the environment asks for: [] when tracing is off. ConfigError for an exporter or an
     OTLP protocol this build does not have."""
     env = os.environ if environ is None else environ
@@ -70,7 +70,7 @@ def exporters(environ: dict[str, str] | None = None) -> list[str]:
     return names
 
 
-def traces_endpoint(environ: dict[str, str] | None = None) -> str:
+def traces_endpoint(environ: Mapping[str, str] | None = None) -> str:
     """Where the OTLP exporter sends spans ("" when no endpoint is set): what vLLM's `--otlp-traces-endpoint` gets."""
     env = os.environ if environ is None else environ
     return (env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "").strip()

@@ -1,9 +1,9 @@
 """A real OTLP receiver for tests: opentelemetry-proto's gRPC TraceService, keeping every span it is sent.
 
-    with Collector() as collector:                      # listens on 127.0.0.1, any free port
-        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = collector.endpoint
-        ... run traced processes, stop them ...
-        spans = collector.spans()                        # [Received(service, name, kind, trace_id, ...)]
+with Collector() as collector:                      # listens on 127.0.0.1, any free port
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = collector.endpoint
+    ... run traced processes, stop them ...
+    spans = collector.spans()                        # [Received(service, name, kind, trace_id, ...)]
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ def test_what_this_build_cannot_do_is_refused_naming_the_variable() -> None:
     with pytest.raises(ConfigError, match="OTEL_TRACES_EXPORTER: unknown exporter 'zipkin'"):
         tracing.exporters({"OTEL_TRACES_EXPORTER": "zipkin"})
     http = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
-    with pytest.raises(ConfigError, match="OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf: .* gRPC only"):
+    with pytest.raises(ConfigError, match=r"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf: .* gRPC only"):
         tracing.exporters(http)
     assert tracing.traces_endpoint({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:1"}) == "http://a:1"
     both = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:1", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://b:2"}

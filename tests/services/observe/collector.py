@@ -80,3 +80,20 @@ class Collector(trace_service_pb2_grpc.TraceServiceServicer):
 
     def __exit__(self, *exc: object) -> None:
         self.server.stop(0).wait()
+
+
+def traced_processes(collector: Collector, monkeypatch: Any) -> None:
+    """Processes the test starts from now on (they inherit the environment) trace to `collector`, under their own
+    service names, sending what they hold every half second."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint)
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "500")
+    for name in ("OTEL_SERVICE_NAME", "OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+
+
+def in_service(spans: list[Received], service: str, name: str, kind: str) -> list[Received]:
+    """The spans of `service` named `name` of `kind`; fails, listing what there is, when there are none."""
+    found = [s for s in spans if (s.service, s.name, s.kind) == (service, name, kind)]
+    assert found, f"no {kind} span {name!r} of {service} among {sorted({(s.service, s.name) for s in spans})}"
+    return found

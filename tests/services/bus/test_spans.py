@@ -94,3 +94,19 @@ def test_a_batch_span_goes_on_in_its_first_record_trace_and_each_other_trace_in_
     assert span.parent is not None and span.parent.span_id == a.span_id
     assert [link.context.trace_id for link in span.links] == [b.trace_id, a.trace_id]
     assert span.attributes is not None and span.attributes["messaging.batch.message_count"] == 4
+
+
+def test_a_process_that_does_not_trace_makes_no_span_and_passes_the_context_on() -> None:
+    assert spans._recording() is None  # this process traces nothing
+    upstream = [("traceparent", b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")]
+    with spans.sending(topics.SCORES, "k") as untraced:
+        pass
+    assert untraced == []  # nothing to pass on
+    handled = Record(topics.SCORE_REQUESTS, 0, 7, b"k", upstream)
+    with spans.processing(handled, "workers"), spans.sending(topics.SCORES, "k") as passed:
+        pass
+    assert passed == upstream  # the same trace and parent: no span of this process between them
+    records = [Record(topics.SCORE_REQUESTS, 0, 8, b"a", upstream), Record(topics.SCORE_REQUESTS, 0, 9, b"b", [])]
+    with spans.processing_batch(records, "workers") as contexts:
+        assert trace.get_current_span().get_span_context().trace_id == 0x0AF7651916CD43DD8448EB211C80319C
+    assert contexts[1] is None and trace.get_current_span(contexts[0]).get_span_context().span_id == 0xB7AD6B7169203331

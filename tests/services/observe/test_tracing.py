@@ -165,3 +165,14 @@ def test_off_a_process_exports_nothing_and_starts_no_exporter_thread() -> None:
         out = run_traced({"OTEL_SERVICE_NAME": "probe", "OTEL_EXPORTER_OTLP_INSECURE": "true"})
         assert "on False threads []" in out and "code INVALID_ARGUMENT" in out
         assert collector.spans() == []
+
+
+@pytest.mark.parametrize("command", [["service", "eval-sink", "--db", "sqlite://"], ["serve", "--model", "."]])
+def test_a_service_refuses_tracing_it_cannot_do_at_its_start_naming_the_variable(command: list[str]) -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env = {**clean, "PYTHONPATH": str(ROOT), "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    env["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/protobuf"
+    run = subprocess.run([sys.executable, "-m", "cheems_cli", *command], env=env, capture_output=True, text=True,
+                         timeout=120, check=False)  # fmt: skip
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert run.stderr.strip().splitlines()[-1].startswith("error: OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf: ")

@@ -4,6 +4,7 @@
     print(render(report))        # or json.dumps(report): the `--json` shape below
 
     {"services": {name: "SERVING" | "NOT_SERVING" | "UNREACHABLE"},
+     "metrics": {name: "http://host:port/metrics"},   # where Prometheus scrapes each process (`cheems up`'s: "up")
      "served": [{"model_id", "dtype", "backend", "default", "in_flight"}] | "why not",  # the scorer's models now
      "samples": int, "annotations": int, "rankings": int, "trainings": int,
      "rule_filtered": {"<rule><threshold>": int},   # responses the rule filter kept out of annotation
@@ -35,12 +36,19 @@ from system.supervisor import grpc_health
 RUN_STATES = {"running": "running", "succeeded": "done", "failed": "failed"}
 
 
-def status(engine: Engine | None, services: Mapping[str, str], timeout: float = 2.0, token: str = "") -> dict[str, Any]:
+def status(
+    engine: Engine | None,
+    services: Mapping[str, str],
+    timeout: float = 2.0,
+    token: str = "",
+    metrics: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """Health of each service (probed together) and, with an engine, what the store holds; `token`: the account
-    the scorer is asked what it holds with (health needs none)."""
+    the scorer is asked what it holds with (health needs none); `metrics`: each process's /metrics URL, reported
+    as given (`system.plan.metrics_urls`)."""
     with ThreadPoolExecutor(max_workers=max(1, len(services))) as pool:
         health = dict(zip(services, pool.map(lambda a: grpc_health(a, timeout), services.values()), strict=True))
-    report: dict[str, Any] = {"services": health}
+    report: dict[str, Any] = {"services": health, "metrics": dict(metrics or {})}
     if health.get("scorer") == "SERVING":
         report["served"] = served_models(services["scorer"], timeout, token)
     if engine is not None:

@@ -106,6 +106,7 @@ BUS_ENVIRONMENT = {"CHEEMS_KAFKA_IDEMPOTENCE": "false"}
 
 # offsets inside a `ports_from` block, one per standard port
 BROKER_PORT = 9092
+UP_METRICS_PORT = 9050  # `cheems up`'s own /metrics (its restarts)
 OFFSETS = {
     BROKER_PORT: 0,
     hosting.SCORER_GRPC_PORT: 1,
@@ -124,7 +125,7 @@ OFFSETS = {
     hosting.EVAL_SINK_METRICS_PORT: 15,
     hosting.TRAINING_METRICS_PORT: 16,
     hosting.JUDGE_METRICS_PORT: 17,
-    hosting.UP_METRICS_PORT: 18,
+    UP_METRICS_PORT: 18,
 }
 
 
@@ -228,4 +229,4 @@ def addresses(config: SystemConfig) -> dict[str, str]:
 def metrics_urls(config: SystemConfig) -> dict[str, str]:
     """Where Prometheus scrapes each process of this system, `cheems up`'s own ("up") included."""
     urls = {pr.name: f"http://127.0.0.1:{pr.metrics}/metrics" for pr in plan(config) if pr.metrics}
-    return {**urls, "up": f"http://127.0.0.1:{config.port(hosting.UP_METRICS_PORT)}/metrics"}
+    return {**urls, "up": f"http://127.0.0.1:{config.port(UP_METRICS_PORT)}/metrics"}

@@ -18,7 +18,9 @@ from typing import Any
 
 import grpc
 import pytest
+from sqlalchemy import func, select
 
+from cheems.formats.cheemsbench import read_bench
 from cheems.v1 import (
     common_pb2,
     evaluation_pb2,
@@ -33,19 +35,21 @@ from services.bus import topics
 from services.bus.client import Publisher
 from services.channels import open_channel
 from services.scorer.client import RewardClient
+from services.store.db import StoreConfig, create_engine_for, session_scope
+from services.store.models import Annotation
 from system.plan import BROKER_PORT, OPERATOR_ACCOUNT, WORKER_ACCOUNT
 from tests.services.observe.scrape import promtool_problems, sample_value, scrape, series
-from tests.system.conftest import RunningUp
+from tests.system.conftest import AI_SOURCE, HUMAN_SOURCE, JUDGED, RunningUp
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
 ROOT = Path(__file__).resolve().parents[2]
-PROCESSES = {"ingestion", "annotation", "training", "scorer", "eval-worker", "eval-sink", "evaluation", "up"}
+PROCESSES = {"ingestion", "annotation", "judge", "training", "scorer", "eval-worker", "eval-sink", "evaluation", "up"}
 SAMPLE = common_pb2.Sample(
     prompt="春天的诗怎么写？",
     responses=[common_pb2.Response(id=f"r{i}", content=c) for i, c in enumerate(["春风。", "花开。", "不知道。"])],
     category=["创作"],
-    source="metrics-test",
+    source=HUMAN_SOURCE,
 )
 
 
@@ -86,7 +90,7 @@ def test_every_process_names_its_metrics_and_passes_promtool(running_up: Running
         if name != "up":  # every gRPC server counted the supervisor's health checks
             assert handled(families, "grpc.health.v1.Health", "Check", "OK") >= 1, name
     up = scrape(urls["up"])
-    assert {s["process"] for s in series(up, "cheems_up_restarts_total")} == PROCESSES - {"up"}
+    assert {s["process"] for s in series(up, "cheems_up_restarts_total")} == PROCESSES - {"up"} | {"broker"}
 
 
 def test_calls_move_exactly_their_counters_on_the_service_that_served_them(running_up: RunningUp) -> None:
@@ -169,3 +173,34 @@ def test_a_restart_is_counted_on_cheems_ups_metrics(running_up: RunningUp) -> No
     )
     assert after == before + 1
     assert sample_value(scrape(urls["up"]), "cheems_up_restarts_total", {"process": "ingestion"}) == 0
+
+
+def test_the_judges_annotations_are_counted_on_its_metrics(running_up: RunningUp) -> None:
+    url = metrics_urls(running_up)["judge"]
+    ai = {"kind": "ai"}
+    before = sample_value(scrape(url), "cheems_annotations_total", ai)
+    item = read_bench(JUDGED)[0]
+    sample = common_pb2.Sample(
+        prompt=item.input, responses=[common_pb2.Response(id=r.id, content=r.content) for r in item.responses],
+        category=list(item.category), source=AI_SOURCE,
+    )  # fmt: skip
+    with open_channel(f"127.0.0.1:{running_up.config.port(hosting.INGESTION_PORT)}",
+                      token=running_up.token(OPERATOR_ACCOUNT)) as channel:  # fmt: skip
+        stub = ingestion_pb2_grpc.IngestionServiceStub(channel)
+        assert stub.Ingest(iter([ingestion_pb2.IngestRecord(sample=sample, line=1)]), timeout=60).stored == 1
+    # once the judge is done with the prompt, its counter equals the AI annotations the store holds
+    engine = create_engine_for(StoreConfig(running_up.config.database))
+    try:
+
+        def counted_and_stored() -> tuple[float, int]:
+            with session_scope(engine) as session:
+                stored = session.scalar(select(func.count()).select_from(Annotation).where(Annotation.kind == "ai"))
+            return sample_value(scrape(url), "cheems_annotations_total", ai), int(stored or 0)
+
+        counted, stored = eventually(counted_and_stored, lambda cs: cs[0] > before and cs[0] == cs[1])
+    finally:
+        engine.dispose()
+    assert counted > before and counted == stored
+    families = scrape(url)
+    assert any(s["topic"] == topics.SAMPLES for s in series(families, "cheems_bus_consumer_lag"))
+    assert handled(families, "grpc.health.v1.Health", "Check", "OK") >= 1

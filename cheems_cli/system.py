@@ -101,11 +101,12 @@ def status_command(
     from system.plan import SystemConfig, addresses, metrics_urls
     from system.status import render, status
 
-    system = SystemConfig(ports_from=ports_from)
+    system = SystemConfig(ports_from=ports_from, judge_url="-")  # the judge's ports too: reported when it answers
     services = addresses(system)
     services.pop("broker", None)  # not gRPC: its health is the services' that use it
     token = account_token(token_file, services["scorer"])
-    report = status(create_engine_for(StoreConfig(db)), services, timeout, token, metrics_urls(system))
+    engine = create_engine_for(StoreConfig(db))
+    report = status(engine, services, timeout, token, metrics_urls(system), optional=("judge",))
     typer.echo(json.dumps(report, ensure_ascii=False, indent=2) if json_ else render(report))
 
 

@@ -21,7 +21,7 @@ null for datasets stored before the store's revision 0009).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -42,13 +42,18 @@ def status(
     timeout: float = 2.0,
     token: str = "",
     metrics: Mapping[str, str] | None = None,
+    optional: Collection[str] = (),
 ) -> dict[str, Any]:
     """Health of each service (probed together) and, with an engine, what the store holds; `token`: the account
-    the scorer is asked what it holds with (health needs none); `metrics`: each process's /metrics URL, reported
-    as given (`system.plan.metrics_urls`)."""
+    the scorer is asked what it holds with (health needs none); `metrics`: each process's /metrics URL
+    (`system.plan.metrics_urls`); `optional`: services that run only when configured (the AI judge), left out of
+    the report, metrics URL included, when they do not answer."""
     with ThreadPoolExecutor(max_workers=max(1, len(services))) as pool:
         health = dict(zip(services, pool.map(lambda a: grpc_health(a, timeout), services.values()), strict=True))
-    report: dict[str, Any] = {"services": health, "metrics": dict(metrics or {})}
+    absent = {name for name in optional if health.get(name) == "UNREACHABLE"}
+    health = {name: state for name, state in health.items() if name not in absent}
+    urls = {name: url for name, url in (metrics or {}).items() if name not in absent}
+    report: dict[str, Any] = {"services": health, "metrics": urls}
     if health.get("scorer") == "SERVING":
         report["served"] = served_models(services["scorer"], timeout, token)
     if engine is not None:

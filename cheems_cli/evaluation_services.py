@@ -95,7 +95,7 @@ def service_eval_worker(
     token_file: ScorerTokenFile = None,
     health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50054,
     host: ListenHost = "127.0.0.1",
-    metrics_port: MetricsPort = 9054,
+    metrics_port: MetricsPort = -1,
     model_wait: Annotated[
         float,
         typer.Option(
@@ -131,7 +131,7 @@ def service_eval_sink(
     db: DatabaseUrl,
     health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50055,
     host: ListenHost = "127.0.0.1",
-    metrics_port: MetricsPort = 9055,
+    metrics_port: MetricsPort = -1,
     batch_size: Annotated[
         int, typer.Option(min=1, help="Scores per poll: stored in one transaction, committed together.")
     ] = 512,

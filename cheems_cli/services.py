@@ -39,7 +39,7 @@ def service_ingestion(
     host: ListenHost = "127.0.0.1",
     tls_cert: TlsCert = "",
     tls_key: TlsKey = "",
-    metrics_port: MetricsPort = 9052,
+    metrics_port: MetricsPort = -1,
 ) -> None:
     """gRPC cheems.v1.IngestionService with health, until SIGTERM; every call needs an operator's token."""
     from services.ingestion.server import serve
@@ -145,7 +145,7 @@ def service_judge(
     seed: Annotated[int, typer.Option(help="Seed of the A/B order of each pair.")] = 0,
     health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50058,
     host: ListenHost = "127.0.0.1",
-    metrics_port: MetricsPort = 9058,
+    metrics_port: MetricsPort = -1,
 ) -> None:
     """AI judge worker: new samples -> pair tasks -> an OpenAI-compatible LLM judges each pair -> AI
     annotations (the prompt's last one resolves it and publishes its ranking), until SIGTERM."""
@@ -231,7 +231,7 @@ def service_training(
     nproc: Annotated[int, typer.Option(min=1, help="Training processes per node: one per GPU.")] = 1,
     port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50057,
     host: ListenHost = "127.0.0.1",
-    metrics_port: MetricsPort = 9057,
+    metrics_port: MetricsPort = -1,
     namespace: Annotated[str, typer.Option(help="kubernetes: the Jobs' namespace (default: this pod's).")] = "",
     image: Annotated[str, typer.Option(help="kubernetes: the trainer image (default: the Job manifest's).")] = "",
     nodes: Annotated[int, typer.Option(min=1, help="kubernetes: pods per Job (torchrun nodes).")] = 1,

@@ -82,15 +82,15 @@ class GrpcServerMetrics(grpc.ServerInterceptor):
     def __init__(self, registry: CollectorRegistry) -> None:
         labels = ["grpc_type", "grpc_service", "grpc_method"]
         self.started = Counter(
-            "grpc_server_started", "RPCs started on the server.", labels, registry=registry
+            "grpc_server_started", "Calls this server began to handle", labels, registry=registry
         )  # fmt: skip
         self.handled = Counter(
-            "grpc_server_handled", "RPCs completed on the server, regardless of success or failure.",
+            "grpc_server_handled", "Calls this server finished, by the status code each ended with",
             [*labels, "grpc_code"], registry=registry,
         )  # fmt: skip
         self.seconds = Histogram(
-            "grpc_server_handling_seconds", "Response latency (seconds) of gRPC that had been application-level "
-            "handled by the server.", labels, buckets=HANDLING_BUCKETS, registry=registry,
+            "grpc_server_handling_seconds", "Seconds from a call's start to its end in this server's handler",
+            labels, buckets=HANDLING_BUCKETS, registry=registry,
         )  # fmt: skip
 
     def intercept_service(self, continuation: Callable[[Any], Any], details: Any) -> Any:

@@ -47,7 +47,11 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 def new_registry() -> CollectorRegistry:
     """A registry with the process (CPU, memory, file descriptors), GC and Python platform collectors."""
-    registry = CollectorRegistry()
+    return add_process_collectors(CollectorRegistry())
+
+
+def add_process_collectors(registry: CollectorRegistry) -> CollectorRegistry:
+    """The process, GC and platform collectors added to a registry made elsewhere (once: a second time raises)."""
     ProcessCollector(registry=registry)
     GCCollector(registry=registry)
     PlatformCollector(registry=registry)

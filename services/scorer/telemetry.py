@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from prometheus_client import Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-
-from services.observe.metrics import new_registry
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -24,7 +22,7 @@ ModelLabels = tuple[str, str, str, bool]
 
 class ScorerMetrics:
     def __init__(self) -> None:
-        self.registry = new_registry()  # process and GC collectors; the gRPC server counts its calls here too
+        self.registry = CollectorRegistry()
         self.requests = Counter("cheems_scorer_requests", "Score calls", ["api", "status"], registry=self.registry)
         self.responses = Counter("cheems_scorer_responses", "Responses scored", registry=self.registry)
         self.latency = Histogram(

@@ -37,7 +37,7 @@ from kafka.errors import CommitFailedError, KafkaError
 
 from cheems import errors
 from cheems.settings import Settings
-from services.bus import spans
+from services.bus import metrics, spans
 from services.bus.codec import BadMessage, decode, encode
 from services.bus.security import KafkaSecurity, connection_kwargs
 from services.bus.topics import dead_letter
@@ -263,7 +263,9 @@ class EventConsumer:
         )
         self.membership = Membership()
         self.consumer.subscribe(topics=list(topics), listener=self.membership)
-        self.handler, self.batch_handler, self.group = handler, batch_handler, group
+        self.group, self.lag, self.dead_letters_by_topic = group, metrics.Lag(), dict[str, int]()  # /metrics
+        metrics.report(self)
+        self.handler, self.batch_handler = handler, batch_handler
         self.dead_letters = dead_letters or Publisher(bootstrap, security=security)
         self._owns_dead_letters = dead_letters is None
         self._dead_sent: list[Any] = []  # the futures of this batch's dead letters
@@ -301,6 +303,7 @@ class EventConsumer:
         started = time.perf_counter()
         records = [r for batch in self.consumer.poll(timeout_ms=timeout_ms).values() for r in batch]
         polled = time.perf_counter() - started
+        self.lag = metrics.consumer_lag(self.consumer)
         if joining:
             stats.join_s += polled
         elif records:
@@ -378,6 +381,7 @@ class EventConsumer:
                 self._dead_letters_failed(1, error)
             self._dead_sent.append(sent)
             self.stats.dead_lettered += 1
+            self.dead_letters_by_topic[record.topic] = self.dead_letters_by_topic.get(record.topic, 0) + 1
             return None
 
     def run(self, stop: threading.Event, on_poll: Callable[[], None] | None = None) -> None:
@@ -388,6 +392,7 @@ class EventConsumer:
                 on_poll()
 
     def close(self) -> None:
+        metrics.forget(self)
         self.consumer.close()
         if self._owns_dead_letters:
             self.dead_letters.close(timeout=10)

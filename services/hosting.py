@@ -47,6 +47,13 @@ EVALUATION_PORT = 50056
 EVALUATION_HTTP_PORT = 8056  # the leaderboard (pages and JSON) of the evaluation service
 TRAINING_PORT = 50057
 JUDGE_HEALTH_PORT = 50058
+# Prometheus /metrics of the processes without an HTTP port (`--metrics-port`); the others serve it on their HTTP
+# port (SCORER_HTTP_PORT, ANNOTATION_HTTP_PORT, EVALUATION_HTTP_PORT). The gRPC port's last two digits, after 90.
+INGESTION_METRICS_PORT = 9052
+EVAL_WORKER_METRICS_PORT = 9054
+EVAL_SINK_METRICS_PORT = 9055
+TRAINING_METRICS_PORT = 9057
+JUDGE_METRICS_PORT = 9058
 
 # Health service names: readiness is "" (and each hosted service's name), liveness its own name, so a
 # process that is alive but not ready (a model still loading) is taken out of rotation, not restarted.

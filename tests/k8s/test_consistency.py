@@ -48,7 +48,7 @@ ROLE_PORTS = {  # command -> the ports it must listen on (services/hosting.py)
     ("service", "training"): {hosting.TRAINING_PORT},
     ("service", "judge"): {hosting.JUDGE_HEALTH_PORT},
 }
-METRICS_PORTS = {  # command -> its Prometheus /metrics port, where it has no HTTP port to serve it on (`--metrics-port`)
+METRICS_PORTS = {  # command -> its Prometheus /metrics port where it has no HTTP port for it (`--metrics-port`)
     ("service", "ingestion"): hosting.INGESTION_METRICS_PORT,
     ("service", "eval-worker"): hosting.EVAL_WORKER_METRICS_PORT,
     ("service", "eval-sink"): hosting.EVAL_SINK_METRICS_PORT,

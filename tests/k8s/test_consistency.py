@@ -172,6 +172,8 @@ def test_the_cli_defaults_are_the_hosting_ports() -> None:
         _, cli_command, _ = resolve(list(command))
         defaults = {p.default for p in cli_command.params if p.name in PORT_OPTIONS}
         assert defaults == ports, f"`cheems {' '.join(command)}` defaults {defaults} != {ports}"
+        metrics = [p.default for p in cli_command.params if p.name == "metrics_port" and p.default is not None]
+        assert metrics in ([], [METRICS_PORTS.get(command)]), f"`cheems {' '.join(command)}` --metrics-port {metrics}"
 
 
 @pytest.mark.parametrize("path", APP_OVERLAYS)

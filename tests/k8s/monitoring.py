@@ -5,7 +5,7 @@ those name, and which of the names a live system's /metrics pages show.
     missing = missing_from_scrape(urls)         # of those, the ones no page in `urls` exports (exemptions aside)
 
 `cheems status --json` of a running `cheems up` gives the URLs (its `metrics` key): `assert_every_name_scraped`
-takes that report. A name counts as exported when the exposition declares its family (`# TYPE`), samples or not:
+takes them. A name counts as exported when the exposition declares its family (`# TYPE`), samples or not:
 a labelled counter nothing has incremented yet (dead letters, relaunches) has no sample, and still exists.
 """
 
@@ -77,7 +77,7 @@ def dashboard() -> dict[str, Any]:
 
 def panels(board: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every panel, those inside collapsed rows too (rows themselves left out)."""
-    found = []
+    found: list[dict[str, Any]] = []
     for panel in (board or dashboard())["panels"]:
         found += [panel] if panel["type"] != "row" else panel.get("panels", [])
     return found
@@ -136,11 +136,10 @@ def missing_from_scrape(urls: Iterable[str], wanted: Iterable[str] | None = None
     return sorted(names - seen - set(EXEMPT))
 
 
-def assert_every_name_scraped(status_report: Mapping[str, Any]) -> None:
-    """For a test holding a running `cheems up`: its `cheems status --json` report names every process's metrics
-    URL under `metrics`; every metric the rules and the dashboard name must be on one of those pages."""
-    urls = status_report.get("metrics")
-    assert isinstance(urls, Mapping) and urls, f"`cheems status --json` names no metrics URLs: {sorted(status_report)}"
+def assert_every_name_scraped(urls: Mapping[str, str]) -> None:
+    """For a test holding a running `cheems up`: `urls` is its `cheems status --json` report's `metrics` (process ->
+    its /metrics URL); every metric the rules and the dashboard name must be on one of those pages."""
+    assert urls, "`cheems status --json` names no metrics URLs"
     missing = missing_from_scrape(str(u) for u in urls.values())
     used = wanted_names()
     assert not missing, "named by rules or panels, exported by no process:\n" + "\n".join(

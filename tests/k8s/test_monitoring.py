@@ -2,8 +2,8 @@
 process scraped once on its metrics port, which Prometheus' namespace may reach; the Prometheus Operator and
 Grafana find the monitors, rules and dashboard; the Kafka cluster exports the broker metrics the rules read; and
 the rules and panels name only metrics someone exports. (The objects against the operators' CRDs:
-test_custom_resources.py; the rules through promtool: test_alert_rules.py; the names in a live scrape:
-tests/system/test_metrics_scrape.py.)"""
+test_custom_resources.py; the rules through promtool: test_alert_rules.py; the names in a real `cheems up`'s scrape:
+`monitoring.assert_every_name_scraped`, called by the test module that runs one.)"""
 
 from __future__ import annotations
 
@@ -13,11 +13,20 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from services import hosting
 from tests.k8s.crd_schema import crd_schema
 from tests.k8s.manifests import by_kind, render
-from tests.k8s.monitoring import EXEMPT, dashboard, metric_names, panels, wanted_names
+from tests.k8s.monitoring import (
+    EXEMPT,
+    assert_every_name_scraped,
+    dashboard,
+    metric_names,
+    missing_from_scrape,
+    panels,
+    wanted_names,
+)
 
 MONITORED = ["overlays/prod", "overlays/gpu-vllm"]
 RELEASE = {"release": "kube-prometheus-stack"}  # what the stack's Prometheus selects by default
@@ -227,3 +236,23 @@ def test_the_kafka_cluster_exports_what_the_rules_read(path: str) -> None:
     selectors = [m["spec"]["selector"]["matchLabels"] for m in by_kind(docs, "PodMonitor").values()]
     selected = {s.get("strimzi.io/name") for s in selectors if s.get("strimzi.io/cluster") == cluster}
     assert selected == {f"{cluster}-kafka", f"{cluster}-kafka-exporter"}
+
+
+def test_a_live_scrape_shows_the_names_no_process_exports() -> None:
+    """Over real HTTP: a histogram and a labelled counter nothing has moved yet count as exported (their families
+    are declared), a name nobody exports is missing, and exempt names are never looked for."""
+    registry = CollectorRegistry()
+    Histogram("grpc_server_handling_seconds", "x", ["grpc_method"], registry=registry)
+    Counter("cheems_bus_dead_letters", "x", ["topic", "group"], registry=registry)
+    Gauge("cheems_models", "x", ["stage"], registry=registry).labels("production").set(1)
+    server, thread = start_http_server(0, addr="127.0.0.1", registry=registry)
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/metrics"
+        wanted = ["grpc_server_handling_seconds_bucket", "cheems_bus_dead_letters_total", "cheems_models",
+                  "cheems_scorer_reward_mean", "kube_pod_container_status_restarts_total"]  # fmt: skip
+        assert missing_from_scrape([url], wanted) == ["cheems_scorer_reward_mean"]
+        with pytest.raises(AssertionError, match="cheems_scorer_reward_mean: rule CheemsRewardDrift"):
+            assert_every_name_scraped({"scorer": url})
+    finally:
+        server.shutdown()
+        thread.join(10)

@@ -172,8 +172,10 @@ def test_the_cli_defaults_are_the_hosting_ports() -> None:
         _, cli_command, _ = resolve(list(command))
         defaults = {p.default for p in cli_command.params if p.name in PORT_OPTIONS}
         assert defaults == ports, f"`cheems {' '.join(command)}` defaults {defaults} != {ports}"
+        # --metrics-port is off (-1) unless given: tests and a second system run services of one kind side by side;
+        # the manifests pass it (checked above with the other ports of each container)
         metrics = [p.default for p in cli_command.params if p.name == "metrics_port" and p.default is not None]
-        assert metrics in ([], [METRICS_PORTS.get(command)]), f"`cheems {' '.join(command)}` --metrics-port {metrics}"
+        assert metrics in ([], [-1]), f"`cheems {' '.join(command)}` --metrics-port defaults to {metrics}, not off"
 
 
 @pytest.mark.parametrize("path", APP_OVERLAYS)

@@ -93,6 +93,13 @@ def test_every_process_names_its_metrics_and_passes_promtool(running_up: Running
     assert {s["process"] for s in series(up, "cheems_up_restarts_total")} == PROCESSES - {"up"} | {"broker"}
 
 
+def test_every_metric_the_alert_rules_and_the_dashboard_name_is_scraped(running_up: RunningUp) -> None:
+    """k8s/components/monitoring's rules and panels name only metrics a live system exports (or exempt ones)."""
+    from tests.k8s.monitoring import assert_every_name_scraped
+
+    assert_every_name_scraped(metrics_urls(running_up))
+
+
 def test_calls_move_exactly_their_counters_on_the_service_that_served_them(running_up: RunningUp) -> None:
     urls, port = metrics_urls(running_up), running_up.config.port
     operator = running_up.token(OPERATOR_ACCOUNT)

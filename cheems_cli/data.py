@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from cheems_cli.logs import say
 from cheems_cli.options import (
     EXIT_REJECTED,
     DatabaseUrl,
@@ -108,4 +109,4 @@ def db_upgrade_command(
     from services.store.migrate import current_revision, upgrade
 
     upgrade(db)
-    typer.echo(f"database at revision {current_revision(db)}")
+    say(f"database at revision {current_revision(db)}")  # a line of `cheems up`'s migrations log

@@ -8,6 +8,7 @@ from typing import Annotated, Any, cast
 
 import typer
 
+from cheems_cli.logs import as_service, say
 from cheems_cli.options import (
     DatabaseUrl,
     KafkaBootstrap,
@@ -58,6 +59,7 @@ def service_evaluation(
     """gRPC cheems.v1.EvaluationService (StartRun, GetRun) with health, and the leaderboard over HTTP
     (--http-port), until SIGTERM; with --evaluate-models, a run of each newly registered model
     (cheems.models.v1) on those files, scored by --scorer-url, and the promotion gate (--promotion)."""
+    as_service("evaluation")
     from evaluator.errors import BadRequest
     from evaluator.pipeline.gate import GatePolicy
     from evaluator.pipeline.model_runs import ModelRunsConfig
@@ -80,8 +82,8 @@ def service_evaluation(
     config = EvaluationConfig(Path(bench_root), listen(port, host, tls_cert, tls_key), models, http_port, gate)
     serve(
         db, bootstrap, config,
-        lambda bound: typer.echo(f"evaluation: gRPC {host}:{bound}, bench root {bench_root}"),
-        lambda bound: typer.echo(f"evaluation: leaderboard http://{host}:{bound}/"),
+        lambda bound: say(f"evaluation: gRPC {host}:{bound}, bench root {bench_root}"),
+        lambda bound: say(f"evaluation: leaderboard http://{host}:{bound}/"),
     )  # fmt: skip
 
 
@@ -106,6 +108,7 @@ def service_eval_worker(
     ] = 256,
 ) -> None:
     """Score worker: score requests from Kafka -> RewardService -> scores to Kafka, until SIGTERM."""
+    as_service("eval-worker")
     from evaluator.pipeline.process import ProcessConfig, serve_worker
     from evaluator.pipeline.worker import WorkerConfig
 
@@ -118,7 +121,7 @@ def service_eval_worker(
         scorer_url,
         token,
         config,
-        lambda bound: typer.echo(f"worker: health on :{bound}"),
+        lambda bound: say(f"worker: health on :{bound}"),
         worker=WorkerConfig(model_wait=model_wait, batch_size=batch_size, tls_ca=tls_ca),
     )
 
@@ -136,10 +139,11 @@ def service_eval_sink(
     group: Annotated[str, typer.Option(hidden=True, help="Tests: a consumer group of their own.")] = "",
 ) -> None:
     """Result sink: scores from Kafka -> eval_scores; completed runs -> metrics and eval results, until SIGTERM."""
+    as_service("eval-sink")
     from evaluator.pipeline.process import ProcessConfig, serve_sink
     from evaluator.pipeline.sink import SinkConfig
 
     required(bootstrap, "CHEEMS_KAFKA_BOOTSTRAP")
     config = ProcessConfig(health_port=health_port, health_host=host)
     sink = SinkConfig(batch_size=batch_size, delay=delay)
-    serve_sink(bootstrap, db, config, lambda bound: typer.echo(f"sink: health on :{bound}"), sink, group)
+    serve_sink(bootstrap, db, config, lambda bound: say(f"sink: health on :{bound}"), sink, group)

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from cheems_cli.logs import say
 from cheems_cli.options import (
     clear_errors,
 )
@@ -25,7 +26,7 @@ def init_model_command(
     """Create the tiny Qwen2-architecture RM with the real Qwen2 vocabulary (offline, seconds)."""
     from trainer.tiny import init_tiny_model
 
-    typer.echo(f"wrote {init_tiny_model(out, hidden_size, layers, seed)}")
+    say(f"wrote {init_tiny_model(out, hidden_size, layers, seed)}")  # a line of `cheems up`'s base-model log
 
 
 @app.command("convert-checkpoint")

@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings
 from cheems import errors
 from cheems.credentials import read_secret
 from cheems.settings import Settings, env_name, setting
+from cheems_cli.logs import say
 
 F = TypeVar("F", bound=Callable[..., Any])
 S = TypeVar("S", bound=BaseSettings)
@@ -266,7 +267,7 @@ def clear_errors(command: F) -> F:
         try:
             return command(*args, **kwargs)
         except (errors.CheemsError, OSError) as e:
-            typer.echo(f"error: {e}", err=True)
+            say(f"error: {e}", err=True)
             raise typer.Exit(exit_code(e)) from None
 
     return run  # type: ignore[return-value]

@@ -44,6 +44,7 @@ SIDEWAYS = {
     ("services.annotation", "services.scorer.client"),  # distant supervision calls the scorer
     ("trainer", "evaluator"),  # evaluation during training
     ("services.access", "services.grpc_errors"),  # a refused call ends through the error tree's gRPC edge
+    ("services.store.migrate", "services.observe.logs"),  # `python -m services.store.migrate` logs as every process
 }
 
 

@@ -13,12 +13,12 @@ from typing import Annotated
 
 import typer
 
-from cheems_cli.logs import say
 from cheems_cli.options import (
     EXIT_REJECTED,
     DatabaseUrl,
     KafkaBootstrap,
     clear_errors,
+    say,
 )
 
 app = typer.Typer()

@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cheems_cli.logs import as_service, say
-from cheems_cli.options import clear_errors
+from cheems_cli.options import as_service, clear_errors, say
 
 dev = typer.Typer(help="Local development helpers.", no_args_is_help=True)
 

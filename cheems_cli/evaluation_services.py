@@ -8,7 +8,6 @@ from typing import Annotated, Any, cast
 
 import typer
 
-from cheems_cli.logs import as_service, say
 from cheems_cli.options import (
     DatabaseUrl,
     KafkaBootstrap,
@@ -19,10 +18,12 @@ from cheems_cli.options import (
     TlsCa,
     TlsCert,
     TlsKey,
+    as_service,
     clear_errors,
     from_settings,
     listen,
     required,
+    say,
     secret_option,
 )
 

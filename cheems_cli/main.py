@@ -19,12 +19,12 @@ from cheems_cli import (
     dev,
     evaluation,
     lifecycle,
-    logs,
     models,
     scoring,
     services,
     system,
 )
+from cheems_cli.options import configure_logging
 from services.observe.logs import FORMATS
 
 app = typer.Typer(
@@ -57,9 +57,9 @@ def main(
         ),
     ] = None,
 ) -> None:
-    # The handler and format for every command; a service names itself (cheems_cli.logs.as_service) and
+    # The handler and format for every command; a service names itself (cheems_cli.options.as_service) and
     # `cheems train` sets the level of its training processes (rank 0 INFO, trainer.report.configure_logging).
     try:
-        logs.configure(verbose, log_format)
-    except ValueError as e:  # a format neither text nor json
-        raise typer.BadParameter(str(e), param_hint="'--log-format' (or CHEEMS_LOG_FORMAT)") from None
+        configure_logging(verbose, log_format)
+    except ValueError as e:  # a format neither text nor json, a level that is none
+        raise typer.BadParameter(str(e), param_hint="'--log-format' (or CHEEMS_LOG_FORMAT, CHEEMS_LOG_LEVEL)") from None

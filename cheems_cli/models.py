@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from cheems_cli.logs import say
 from cheems_cli.options import (
     clear_errors,
+    say,
 )
 
 app = typer.Typer()

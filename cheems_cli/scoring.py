@@ -7,13 +7,14 @@ from typing import Annotated, Literal
 
 import typer
 
-from cheems_cli.logs import as_service, say
 from cheems_cli.options import (
     ScorerToken,
     ScorerTokenFile,
     TlsCa,
     account_token,
+    as_service,
     clear_errors,
+    say,
     secret_option,
     settings_options,
 )

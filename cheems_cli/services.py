@@ -8,7 +8,6 @@ from typing import Annotated, Literal
 import typer
 
 from cheems_cli import evaluation_services
-from cheems_cli.logs import as_service, say
 from cheems_cli.options import (
     DatabaseUrl,
     JudgeApiKey,
@@ -19,11 +18,13 @@ from cheems_cli.options import (
     ListenHost,
     TlsCert,
     TlsKey,
+    as_service,
     clear_errors,
     from_settings,
     key_values,
     listen,
     required,
+    say,
     secret_option,
 )
 

@@ -63,8 +63,12 @@ def log_context(**ids: object) -> Iterator[None]:
 
 
 def bind(**ids: object) -> None:
-    """Ids every line of this process carries, whatever thread logs it (a training run's `training_id`)."""
-    _process_ids.update(_checked(ids))
+    """Ids every line of this process carries, whatever thread logs it (a training run's `training_id`); an id
+    given as None or "" is unbound."""
+    given = _checked(ids)
+    for key in set(ids) - set(given):
+        _process_ids.pop(key, None)
+    _process_ids.update(given)
 
 
 def trace_ids() -> dict[str, str]:
@@ -170,6 +174,16 @@ def log_format_of(log_format: str | None) -> str:
     return chosen
 
 
+def level_of(level: int | str) -> int:
+    """A level given by number or by name (any case); ValueError naming the names for another."""
+    if isinstance(level, int):
+        return level
+    names = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+    if level.strip().upper() not in names:
+        raise ValueError(f"log level must be one of {', '.join(names)}, got {level!r}")
+    return int(getattr(logging, level.strip().upper()))
+
+
 def setup_logging(
     service: str,
     *,
@@ -184,7 +198,7 @@ def setup_logging(
     on each line. In JSON mode an uncaught exception (in any thread) is logged as one line, and Python's
     warnings go through logging in either mode.
     """
-    chosen = log_format_of(log_format)
+    chosen, number = log_format_of(log_format), level_of(level)
     handler = CheemsHandler(stream if stream is not None else sys.stderr)
     formatter = JsonLineFormatter() if chosen == "json" else TextFormatter()
     formatter.filters = (ContextFilter(service, rank), RedactFilter())
@@ -196,7 +210,7 @@ def setup_logging(
         if isinstance(old, CheemsHandler) or type(old) is logging.StreamHandler:
             root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(level.upper() if isinstance(level, str) else level)
+    root.setLevel(number)
     logging.captureWarnings(True)
     _hook_uncaught(chosen == "json")
     return handler

@@ -66,6 +66,7 @@ def dev_judge_server(
     model: Annotated[str, typer.Option(help="The model name it answers as.")] = "simulated-judge",
 ) -> None:
     """A stand-in LLM judge: OpenAI chat completions answered from gold ranks with noise, until Ctrl-C."""
+    as_service("judge-server")  # a process of `cheems demo`
     import signal
     import threading
 
@@ -78,7 +79,7 @@ def dev_judge_server(
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     judge = SimulatedJudge(items, SimulatedJudgeConfig(noise=noise, seed=seed, model=model))
     with JudgeServer(judge, host, port) as server:
-        typer.echo(f"judge server at {server.base_url}: model {model}, {len(items)} prompts, noise {noise}")
+        say(f"judge server at {server.base_url}: model {model}, {len(items)} prompts, noise {noise}")
         stop.wait()
 
 

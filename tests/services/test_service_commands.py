@@ -161,7 +161,7 @@ def test_ingestion_service(db_url: str, tmp_path: Path, start: Start) -> None:
     unseen(service, token)
     unseen(service, "chm_wrong-token-of-nobody")
     assert service.stop() == 0, service.output()
-    assert f"ingestion: gRPC 127.0.0.1:{port}" in service.out.read_text() and "refused" in service.output()
+    assert f"ingestion: gRPC 127.0.0.1:{port}" in service.out.read_text() and "refused" in service.err.read_text()
 
 
 def test_annotation_service(tmp_path: Path, start: Start) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 import threading
 from collections.abc import Iterator, Mapping
@@ -40,6 +41,7 @@ FORMATS = ("text", "json")
 BOUND_IDS = ("request_id", "training_id", "run_id")  # what log_context and bind take
 TRACE_IDS = ("trace_id", "span_id")  # read from OpenTelemetry's current span
 IDS = BOUND_IDS + TRACE_IDS
+QUIET_BARS = ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS")  # tqdm's own switch; transformers' and the Hub's
 
 _context_ids: ContextVar[Mapping[str, str] | None] = ContextVar("cheems_log_ids", default=None)
 _process_ids: dict[str, str] = {}
@@ -213,6 +215,9 @@ def setup_logging(
     root.setLevel(number)
     logging.captureWarnings(True)
     _hook_uncaught(chosen == "json")
+    if chosen == "json":  # progress bars are not lines: none in this process (read when tqdm or the Hub's
+        for name in QUIET_BARS:  # library is first imported) nor in the processes it starts
+            os.environ.setdefault(name, "1")
     return handler
 
 

@@ -119,8 +119,10 @@ def test_rank_zero_narrates_and_other_ranks_only_warn(root_logging: logging.Logg
 def test_each_line_names_its_rank_and_the_training_it_belongs_to(
     root_logging: logging.Logger, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from services.observe.logs import bind
+    from services.observe.logs import QUIET_BARS, bind
 
+    for name in QUIET_BARS:  # JSON mode turns progress bars off in the environment: restored afterwards
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("CHEEMS_TRAINING_ID", "t-7f3a")  # what the training service's local launcher sets
     monkeypatch.setenv("CHEEMS_LOG_FORMAT", "json")
     configure_logging(1)

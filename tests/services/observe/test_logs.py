@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 from starlette.applications import Starlette
 
-from services.observe.logs import bind, current_ids, log_context, setup_logging
+from services.observe.logs import QUIET_BARS, bind, current_ids, log_context, setup_logging
 from services.observe.redaction import redact
 from services.web import HttpServer
 
@@ -27,8 +28,10 @@ TOKEN = "chm_Xq7Lm2Vb9Tz4Rk8Wn3Pd6Hs1Jc5Fg0Ye2Ua4Io6Pk8Ql"  # the shape services
 
 
 @pytest.fixture
-def root_logging() -> Iterator[None]:
-    """The root logger's handlers, level and the exception hooks as they were, after the test."""
+def root_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The root logger's handlers, level, the exception hooks and the environment as they were, after the test."""
+    for name in QUIET_BARS:  # JSON mode turns progress bars off in the environment: restored afterwards
+        monkeypatch.delenv(name, raising=False)
     root = logging.getLogger()
     level, handlers, hooks = root.level, root.handlers[:], (sys.excepthook, threading.excepthook)
     yield
@@ -85,6 +88,7 @@ def test_json_mode_is_chosen_by_the_environment_and_a_bad_format_is_refused(monk
     setup_logging("ingestion", stream=out)
     logging.getLogger("x").warning("hello")
     assert json.loads(out.getvalue())["service"] == "ingestion"
+    assert all(os.environ[name] == "1" for name in QUIET_BARS)  # no progress bar among the lines
     monkeypatch.setenv("CHEEMS_LOG_FORMAT", "xml")
     with pytest.raises(ValueError, match="CHEEMS_LOG_FORMAT must be one of text, json, got 'xml'"):
         setup_logging("ingestion", stream=out)

@@ -13,8 +13,10 @@ when OpenTelemetry is in use); a traceback is the `exc_info` field of its line. 
 `redaction.RedactFilter` first: no token, password or Authorization value reaches the output.
 
 One handler on the root logger, on stderr: every library's records (uvicorn's too, when it runs with
-`log_config=None`) come out in the same form. Calling `setup_logging` again replaces it (the command line sets
-up "cheems", then a service command names its service).
+`log_config=None`; Python's warnings) come out in the same form. Calling `setup_logging` again replaces it (the
+command line sets up "cheems", then a service command names its service). In JSON mode, uncaught exceptions are
+logged lines too, and progress bars are turned off (here and in the processes started from here): a log holds
+nothing but JSON lines.
 """
 
 from __future__ import annotations
@@ -164,7 +166,21 @@ class JsonLineFormatter(_Prepared, JsonFormatter):
 
 
 class CheemsHandler(logging.StreamHandler):
-    """The handler `setup_logging` installs (found again by its class, to be replaced)."""
+    """The handler `setup_logging` installs (found again by its class, to be replaced). Without a stream of its own
+    it writes to `sys.stderr` as it is at each line (as logging's last resort does), so a caller that swaps stderr
+    for a while (a test runner, a capture) never leaves it writing to a closed stream."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        logging.Handler.__init__(self)
+        self._own = stream
+
+    @property
+    def stream(self) -> TextIO:
+        return self._own if self._own is not None else sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        self._own = value
 
 
 def log_format_of(log_format: str | None) -> str:
@@ -201,7 +217,7 @@ def setup_logging(
     warnings go through logging in either mode.
     """
     chosen, number = log_format_of(log_format), level_of(level)
-    handler = CheemsHandler(stream if stream is not None else sys.stderr)
+    handler = CheemsHandler(stream)
     formatter = JsonLineFormatter() if chosen == "json" else TextFormatter()
     formatter.filters = (ContextFilter(service, rank), RedactFilter())
     for f in formatter.filters:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -15,7 +14,6 @@ from typer.testing import CliRunner
 
 from cheems import errors
 from cheems_cli.options import DatabaseUrl, clear_errors, configure_logging, exit_code, key_values
-from services.observe.logs import QUIET_BARS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,20 +77,14 @@ def test_key_values_of_repeated_set_options() -> None:
 def test_log_format_goes_to_the_processes_a_command_starts_and_what_it_says_becomes_a_json_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("CHEEMS_LOG_FORMAT", *QUIET_BARS):  # set below: monkeypatch restores them
-        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("CHEEMS_LOG_FORMAT", raising=False)  # the command line's flag alone
     command = [sys.executable, "-m", "cheems_cli", "--log-format", "json", "db", "upgrade"]
     command += ["--db", f"sqlite:///{tmp_path / 'c.db'}"]
     run = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert run.returncode == 0 and run.stdout == "", run.stderr[-2000:]
     records = [json.loads(line) for line in run.stderr.splitlines()]  # every line, the command's own included
     assert any(r["message"].startswith("database at revision ") and r["service"] == "cheems" for r in records)
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    try:
-        configure_logging(verbose=False, log_format="json")
-        assert os.environ["CHEEMS_LOG_FORMAT"] == "json"  # what `cheems up`'s children and torchrun's ranks read
-        with pytest.raises(ValueError, match="log_format must be one of text, json, got 'xml'"):
-            configure_logging(verbose=False, log_format="xml")
-    finally:
-        root.handlers[:], root.level = handlers, level
+    configure_logging(verbose=False, log_format="json")  # in this process: undone by tests/conftest.py
+    assert os.environ["CHEEMS_LOG_FORMAT"] == "json"  # what `cheems up`'s children and torchrun's ranks read
+    with pytest.raises(ValueError, match="log_format must be one of text, json, got 'xml'"):
+        configure_logging(verbose=False, log_format="xml")

@@ -44,7 +44,7 @@ from services.bus.client import Publisher
 from services.hosting import GrpcHost, HostConfig
 from services.ingestion.server import host as ingestion_host
 from services.ingestion.service import IngestionService
-from services.observe.logs import QUIET_BARS, setup_logging
+from services.observe.logs import setup_logging
 from services.scorer.config import ScorerConfig
 from services.scorer.runtime import ScorerServer
 from services.store.accounts import AccountBook, disable
@@ -195,17 +195,12 @@ def system(
 
 
 @pytest.fixture
-def debug_log(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
+def debug_log() -> io.StringIO:
     """Every service's lines as a process writes them (services.observe.logs: JSON, debug level), for the test to
     read; the root logger as it was afterwards."""
-    for name in QUIET_BARS:  # JSON mode turns progress bars off in the environment: restored afterwards
-        monkeypatch.delenv(name, raising=False)
-    root = logging.getLogger()
-    level, handlers, out = root.level, root.handlers[:], io.StringIO()
-    setup_logging("test", log_format="json", level="DEBUG", stream=out)
-    yield out
-    root.setLevel(level)
-    root.handlers[:] = handlers
+    out = io.StringIO()
+    setup_logging("test", log_format="json", level="DEBUG", stream=out)  # undone by tests/conftest.py
+    return out
 
 
 def read_log(out: io.StringIO, tokens: list[str]) -> list[dict[str, Any]]:

@@ -119,10 +119,6 @@ def test_rank_zero_narrates_and_other_ranks_only_warn(root_logging: logging.Logg
 def test_each_line_names_its_rank_and_the_training_it_belongs_to(
     root_logging: logging.Logger, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from services.observe.logs import QUIET_BARS, bind
-
-    for name in QUIET_BARS:  # JSON mode turns progress bars off in the environment: restored afterwards
-        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("CHEEMS_TRAINING_ID", "t-7f3a")  # what the training service's local launcher sets
     monkeypatch.setenv("CHEEMS_LOG_FORMAT", "json")
     configure_logging(1)
@@ -133,7 +129,6 @@ def test_each_line_names_its_rank_and_the_training_it_belongs_to(
     configure_logging(None)  # outside torchrun: no rank shown
     logging.getLogger("trainer.train").info("training done")
     assert capsys.readouterr().err.split(" ", 1)[1] == "INFO trainer.train: training done [training_id=t-7f3a]\n"
-    bind(training_id=None)
 
 
 def test_progress_lines_come_every_n_steps_off_a_terminal(caplog: pytest.LogCaptureFixture) -> None:

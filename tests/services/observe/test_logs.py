@@ -1,6 +1,6 @@
 """One logging setup: text lines with ISO-8601 times, JSON lines with time/level/logger/service/rank and the ids
 bound where they were logged, secrets masked in messages, arguments, tracebacks and extra fields, uvicorn's
-lines in the same form, an uncaught exception one JSON line."""
+lines in the same form, an uncaught exception one JSON line. (tests/conftest.py puts logging back after each test.)"""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -27,25 +26,10 @@ ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "chm_Xq7Lm2Vb9Tz4Rk8Wn3Pd6Hs1Jc5Fg0Ye2Ua4Io6Pk8Ql"  # the shape services.store.accounts.new_token makes
 
 
-@pytest.fixture
-def root_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The root logger's handlers, level, the exception hooks and the environment as they were, after the test."""
-    for name in QUIET_BARS:  # JSON mode turns progress bars off in the environment: restored afterwards
-        monkeypatch.delenv(name, raising=False)
-    root = logging.getLogger()
-    level, handlers, hooks = root.level, root.handlers[:], (sys.excepthook, threading.excepthook)
-    yield
-    root.setLevel(level)
-    root.handlers[:] = handlers
-    sys.excepthook, threading.excepthook = hooks
-    bind(request_id=None, training_id=None, run_id=None)
-
-
 def lines_of(stream: io.StringIO) -> list[str]:
     return stream.getvalue().splitlines()
 
 
-@pytest.mark.usefixtures("root_logging")
 def test_a_text_line_has_an_iso_time_level_logger_message_rank_and_ids() -> None:
     out = io.StringIO()
     setup_logging("scorer", log_format="text", level="DEBUG", rank=1, stream=out)
@@ -60,7 +44,6 @@ def test_a_text_line_has_an_iso_time_level_logger_message_rank_and_ids() -> None
     assert second.endswith("services.scorer.server: outside")  # the ids went with the block
 
 
-@pytest.mark.usefixtures("root_logging")
 def test_a_json_line_has_time_level_logger_message_service_rank_and_ids() -> None:
     out = io.StringIO()
     setup_logging("train", log_format="json", level="INFO", rank=0, stream=out)
@@ -81,7 +64,6 @@ def test_a_json_line_has_time_level_logger_message_service_rank_and_ids() -> Non
     assert "第" in line  # UTF-8 as it is, not \\u escapes
 
 
-@pytest.mark.usefixtures("root_logging")
 def test_json_mode_is_chosen_by_the_environment_and_a_bad_format_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     out = io.StringIO()
     monkeypatch.setenv("CHEEMS_LOG_FORMAT", "json")
@@ -96,7 +78,6 @@ def test_json_mode_is_chosen_by_the_environment_and_a_bad_format_is_refused(monk
         setup_logging("ingestion", log_format="yaml", stream=out)
 
 
-@pytest.mark.usefixtures("root_logging")
 def test_setting_up_again_replaces_the_handler_rather_than_adding_one() -> None:
     first, second = io.StringIO(), io.StringIO()
     setup_logging("cheems", log_format="text", stream=first)
@@ -153,7 +134,6 @@ def test_redaction_leaves_ordinary_text_alone() -> None:
     assert redact("model chm_ and token-free text") == "model chm_ and token-free text"
 
 
-@pytest.mark.usefixtures("root_logging")
 @pytest.mark.parametrize("log_format", ["text", "json"])
 def test_no_secret_reaches_the_output_from_a_message_its_args_a_traceback_or_extra_fields(log_format: str) -> None:
     out, log = io.StringIO(), logging.getLogger("services.access")
@@ -172,7 +152,6 @@ def test_no_secret_reaches_the_output_from_a_message_its_args_a_traceback_or_ext
         assert len(records) == 4 and "Traceback" in records[-1]["exc_info"]  # the traceback inside its one line
 
 
-@pytest.mark.usefixtures("root_logging")
 def test_uvicorn_logs_through_the_same_handler() -> None:
     out = io.StringIO()
     setup_logging("leaderboard", log_format="json", stream=out)
@@ -188,7 +167,6 @@ def test_uvicorn_logs_through_the_same_handler() -> None:
     assert warned and all(r["service"] == "leaderboard" and r["level"] == "WARNING" for r in warned), records
 
 
-@pytest.mark.usefixtures("root_logging")
 def test_a_line_logged_inside_a_span_carries_its_trace_and_span_ids() -> None:
     sdk = pytest.importorskip("opentelemetry.sdk.trace")
     out = io.StringIO()
@@ -205,7 +183,6 @@ def test_a_line_logged_inside_a_span_carries_its_trace_and_span_ids() -> None:
     assert "trace_id" not in outside
 
 
-@pytest.mark.usefixtures("root_logging")
 def test_an_uncaught_exception_in_a_thread_is_one_json_line() -> None:
     out = io.StringIO()
     setup_logging("eval-worker", log_format="json", stream=out)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import threading
 import time
 import uuid
@@ -24,7 +23,7 @@ from services.annotation.simulation.judge import JudgeServer, SimulatedJudge, Si
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
-from services.observe.logs import QUIET_BARS, setup_logging
+from services.observe.logs import setup_logging
 from services.store import repository
 from services.store.db import session_scope
 from services.store.models import Annotation
@@ -77,16 +76,11 @@ def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 60.0) ->
 
 
 @pytest.fixture
-def judge_log(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
+def judge_log() -> io.StringIO:
     """What the judge worker's process would write at debug level, as JSON lines (services.observe.logs)."""
-    for name in QUIET_BARS:  # JSON mode turns progress bars off in the environment: restored afterwards
-        monkeypatch.delenv(name, raising=False)
-    root = logging.getLogger()
-    level, handlers, out = root.level, root.handlers[:], io.StringIO()
-    setup_logging("judge", log_format="json", level="DEBUG", stream=out)
-    yield out
-    root.setLevel(level)
-    root.handlers[:] = handlers
+    out = io.StringIO()
+    setup_logging("judge", log_format="json", level="DEBUG", stream=out)  # undone by tests/conftest.py
+    return out
 
 
 API_KEY = "sk-judge-Q7vK2mN9xR4tW8yB6pL3Hs1Jc5Fg0"  # sent to the endpoint as `authorization: Bearer ...`

@@ -19,6 +19,7 @@ from cheems import errors
 from cheems.credentials import read_secret
 from cheems.settings import Settings, env_name, setting
 from services.observe.logs import LOG_FORMAT_ENV, level_of, log_format_of, setup_logging
+from services.observe.output import wrap_output
 
 F = TypeVar("F", bound=Callable[..., Any])
 S = TypeVar("S", bound=BaseSettings)
@@ -293,8 +294,11 @@ def configure_logging(verbose: bool, log_format: str | None) -> None:
 
 
 def as_service(name: str) -> None:
-    """A long-lived service's setup: its lines name it, at INFO unless asked otherwise."""
-    setup_logging(name, level=_log_level(service=True))
+    """A long-lived service's setup: its lines name it, at INFO unless asked otherwise; in JSON mode what it (or a
+    process it starts) writes without logging becomes JSON lines too (services.observe.output)."""
+    handler = setup_logging(name, level=_log_level(service=True))
+    if log_format_of(None) == "json":
+        wrap_output(handler)
 
 
 def _log_level(service: bool) -> str:

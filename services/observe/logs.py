@@ -209,7 +209,7 @@ def setup_logging(
     level: int | str = "INFO",
     rank: int | None = None,
     stream: TextIO | None = None,
-) -> logging.Handler:
+) -> CheemsHandler:
     """Install the process's one root handler (on `stream`, default stderr) and set the root level.
 
     `log_format`: "text" or "json" (None: CHEEMS_LOG_FORMAT, default text). `rank`: the torchrun rank shown

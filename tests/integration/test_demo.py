@@ -61,9 +61,11 @@ def test_the_demo_runs_the_loop_through_the_services_and_stops_everything(tmp_pa
     tokens = [f.read_text().strip() for f in files]
     logs = "".join(p.read_text(errors="replace") for p in (out / "logs").glob("*.log")) + run.stdout + run.stderr
     assert not [t for t in tokens if t in logs]
-    services = json_logs(out / "logs")
+    records = json_logs(out / "logs")
     assert {"broker", "ingestion", "annotation", "judge", "training", "scorer", "eval-worker", "eval-sink",
-            "evaluation"} <= services  # fmt: skip
+            "evaluation"} <= {r["service"] for r in records}  # fmt: skip
+    assert any(r["service"] == "eval-sink" and r.get("run_id") == done["id"] for r in records)
+    assert any(r["service"] == "training" and r.get("training_id") for r in records)
     with sqlite3.connect(out / "cheems.db") as db:
         people = {name for (name,) in db.execute("SELECT DISTINCT annotator FROM annotations WHERE kind = 'human'")}
         requested = {who for (who,) in db.execute("SELECT requested_by FROM trainings")}
@@ -71,10 +73,10 @@ def test_the_demo_runs_the_loop_through_the_services_and_stops_everything(tmp_pa
     assert requested == {"policy:auto"}
 
 
-def json_logs(folder: Path) -> set[str]:
-    """Every line of every process's log one JSON object with time, level, logger and service; the services named.
+def json_logs(folder: Path) -> list[dict]:
+    """Every line of every process's log one JSON object with time, level, logger and service; the records.
     (annotators.log is the simulated people's command: its one line is its result, JSON of its own.)"""
-    services = set()
+    records = []
     for path in sorted(folder.glob("*.log")):
         if path.name == "annotators.log":
             continue
@@ -85,5 +87,5 @@ def json_logs(folder: Path) -> set[str]:
                 raise AssertionError(f"{path.name}:{number} is not JSON: {line[:300]}") from None
             missing = {"time", "level", "logger", "message", "service"} - set(record)
             assert not missing, f"{path.name}:{number} lacks {missing}: {line[:300]}"
-            services.add(record["service"])
-    return services
+            records.append(record)
+    return records

@@ -42,6 +42,10 @@ class Settings(BaseSettings):
     judge_base_url: str = ""  # OpenAI-compatible API of the AI judge, e.g. https://host/v1
     judge_model: str = ""
     judge_api_key: str = ""
+    # how processes log (services.observe.logs): "text" (ISO timestamps) or "json" (one object a line); `cheems up`
+    # passes both to its children. log_level: DEBUG, INFO, ...; empty = INFO for services, WARNING for commands
+    log_format: str = "text"
+    log_level: str = ""
 
 
 def env_name(field: str) -> str:

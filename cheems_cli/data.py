@@ -18,6 +18,7 @@ from cheems_cli.options import (
     DatabaseUrl,
     KafkaBootstrap,
     clear_errors,
+    say,
 )
 
 app = typer.Typer()
@@ -108,4 +109,4 @@ def db_upgrade_command(
     from services.store.migrate import current_revision, upgrade
 
     upgrade(db)
-    typer.echo(f"database at revision {current_revision(db)}")
+    say(f"database at revision {current_revision(db)}")  # a line of `cheems up`'s migrations log

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cheems_cli.options import clear_errors
+from cheems_cli.options import as_service, clear_errors, say
 
 dev = typer.Typer(help="Local development helpers.", no_args_is_help=True)
 
@@ -34,6 +34,7 @@ def dev_broker(
     It authenticates no one, so it listens on loopback only; a shared bus is a Kafka cluster (k8s/kafka/).
     When the broker process exits this command does too, with an error (status 3), for its supervisor to
     restart it; the broker process dies with this one."""
+    as_service("broker")
     import signal
     import threading
 
@@ -45,10 +46,8 @@ def dev_broker(
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     with EmbeddedBroker(port, host, data_dir) as broker:
         broker.create_topics(topics.with_dead_letters(), partitions)
-        typer.echo(
-            f"broker at {broker.bootstrap} (loopback only, no authentication) with topics: {', '.join(topics.ALL)}"
-        )
-        typer.echo(f"topics kept in {data_dir}" if data_dir else "topics kept in memory (--data-dir keeps them)")
+        say(f"broker at {broker.bootstrap} (loopback only, no authentication) with topics: {', '.join(topics.ALL)}")
+        say(f"topics kept in {data_dir}" if data_dir else "topics kept in memory (--data-dir keeps them)")
         while not stop.wait(0.5):
             if broker.process is not None and broker.process.poll() is not None and not stop.wait(1.0):
                 broker.check()  # gone, and not by a SIGTERM to the whole group: Unavailable, to be restarted
@@ -67,6 +66,7 @@ def dev_judge_server(
     model: Annotated[str, typer.Option(help="The model name it answers as.")] = "simulated-judge",
 ) -> None:
     """A stand-in LLM judge: OpenAI chat completions answered from gold ranks with noise, until Ctrl-C."""
+    as_service("judge-server")  # a process of `cheems demo`
     import signal
     import threading
 
@@ -79,7 +79,7 @@ def dev_judge_server(
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     judge = SimulatedJudge(items, SimulatedJudgeConfig(noise=noise, seed=seed, model=model))
     with JudgeServer(judge, host, port) as server:
-        typer.echo(f"judge server at {server.base_url}: model {model}, {len(items)} prompts, noise {noise}")
+        say(f"judge server at {server.base_url}: model {model}, {len(items)} prompts, noise {noise}")
         stop.wait()
 
 

@@ -19,10 +19,12 @@ from cheems_cli.options import (
     TlsCa,
     TlsCert,
     TlsKey,
+    as_service,
     clear_errors,
     from_settings,
     listen,
     required,
+    say,
     secret_option,
 )
 
@@ -59,6 +61,7 @@ def service_evaluation(
     """gRPC cheems.v1.EvaluationService (StartRun, GetRun) with health, and the leaderboard over HTTP
     (--http-port), until SIGTERM; with --evaluate-models, a run of each newly registered model
     (cheems.models.v1) on those files, scored by --scorer-url, and the promotion gate (--promotion)."""
+    as_service("evaluation")
     from evaluator.errors import BadRequest
     from evaluator.pipeline.gate import GatePolicy
     from evaluator.pipeline.model_runs import ModelRunsConfig
@@ -81,8 +84,8 @@ def service_evaluation(
     config = EvaluationConfig(Path(bench_root), listen(port, host, tls_cert, tls_key), models, http_port, gate)
     serve(
         db, bootstrap, config,
-        lambda bound: typer.echo(f"evaluation: gRPC {host}:{bound}, bench root {bench_root}"),
-        lambda bound: typer.echo(f"evaluation: leaderboard http://{host}:{bound}/"),
+        lambda bound: say(f"evaluation: gRPC {host}:{bound}, bench root {bench_root}"),
+        lambda bound: say(f"evaluation: leaderboard http://{host}:{bound}/"),
     )  # fmt: skip
 
 
@@ -108,6 +111,7 @@ def service_eval_worker(
     ] = 256,
 ) -> None:
     """Score worker: score requests from Kafka -> RewardService -> scores to Kafka, until SIGTERM."""
+    as_service("eval-worker")
     from evaluator.pipeline.process import ProcessConfig, serve_worker
     from evaluator.pipeline.worker import WorkerConfig
 
@@ -120,7 +124,7 @@ def service_eval_worker(
         scorer_url,
         token,
         config,
-        lambda bound: typer.echo(f"worker: health on :{bound}"),
+        lambda bound: say(f"worker: health on :{bound}"),
         worker=WorkerConfig(model_wait=model_wait, batch_size=batch_size, tls_ca=tls_ca),
     )
 
@@ -139,10 +143,11 @@ def service_eval_sink(
     group: Annotated[str, typer.Option(hidden=True, help="Tests: a consumer group of their own.")] = "",
 ) -> None:
     """Result sink: scores from Kafka -> eval_scores; completed runs -> metrics and eval results, until SIGTERM."""
+    as_service("eval-sink")
     from evaluator.pipeline.process import ProcessConfig, serve_sink
     from evaluator.pipeline.sink import SinkConfig
 
     required(bootstrap, "CHEEMS_KAFKA_BOOTSTRAP")
     config = ProcessConfig(health_port=health_port, health_host=host, metrics_port=metrics_port)
     sink = SinkConfig(batch_size=batch_size, delay=delay)
-    serve_sink(bootstrap, db, config, lambda bound: typer.echo(f"sink: health on :{bound}"), sink, group)
+    serve_sink(bootstrap, db, config, lambda bound: say(f"sink: health on :{bound}"), sink, group)

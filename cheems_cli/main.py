@@ -7,7 +7,6 @@ Commands import their packages inside their bodies so `cheems --help` stays fast
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated
 
 import typer
@@ -25,6 +24,8 @@ from cheems_cli import (
     services,
     system,
 )
+from cheems_cli.options import configure_logging
+from services.observe.logs import FORMATS
 
 app = typer.Typer(
     help="Build and evaluate Chinese reward models (CheemsBench, CheemsPreference, CheemsRM).",
@@ -46,9 +47,19 @@ app.add_typer(dev.dev, name="dev")
 @app.callback()
 def main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug messages.")] = False,
+    log_format: Annotated[
+        str | None,
+        typer.Option(
+            "--log-format",
+            metavar="|".join(FORMATS),
+            help="text (ISO timestamps) or json (one object a line); default CHEEMS_LOG_FORMAT, else text. "
+            "Processes the command starts (cheems up's, torchrun's) log alike.",
+        ),
+    ] = None,
 ) -> None:
-    # The handler and format for every command; `cheems train` then sets the level of its training
-    # processes itself (rank 0 INFO, trainer.report.configure_logging), in this process or under torchrun.
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    # The handler and format for every command; a service names itself (cheems_cli.options.as_service) and
+    # `cheems train` sets the level of its training processes (rank 0 INFO, trainer.report.configure_logging).
+    try:
+        configure_logging(verbose, log_format)
+    except ValueError as e:  # a format neither text nor json, a level that is none
+        raise typer.BadParameter(str(e), param_hint="'--log-format' (or CHEEMS_LOG_FORMAT, CHEEMS_LOG_LEVEL)") from None

@@ -9,6 +9,7 @@ import typer
 
 from cheems_cli.options import (
     clear_errors,
+    say,
 )
 
 app = typer.Typer()
@@ -25,7 +26,7 @@ def init_model_command(
     """Create the tiny Qwen2-architecture RM with the real Qwen2 vocabulary (offline, seconds)."""
     from trainer.tiny import init_tiny_model
 
-    typer.echo(f"wrote {init_tiny_model(out, hidden_size, layers, seed)}")
+    say(f"wrote {init_tiny_model(out, hidden_size, layers, seed)}")  # a line of `cheems up`'s base-model log
 
 
 @app.command("convert-checkpoint")

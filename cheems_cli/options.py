@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 import re
 from collections.abc import Callable, Collection
@@ -17,6 +18,8 @@ from pydantic_settings import BaseSettings
 from cheems import errors
 from cheems.credentials import read_secret
 from cheems.settings import Settings, env_name, setting
+from services.observe.logs import LOG_FORMAT_ENV, level_of, log_format_of, setup_logging
+from services.observe.output import wrap_output
 
 F = TypeVar("F", bound=Callable[..., Any])
 S = TypeVar("S", bound=BaseSettings)
@@ -272,7 +275,48 @@ def clear_errors(command: F) -> F:
         try:
             return command(*args, **kwargs)
         except (errors.CheemsError, OSError) as e:
-            typer.echo(f"error: {e}", err=True)
+            say(f"error: {e}", err=True)
             raise typer.Exit(exit_code(e)) from None
 
     return run  # type: ignore[return-value]
+
+
+# How a command logs (services.observe.logs): the main callback sets up "cheems" (warnings; -v: debug), a
+# long-lived service names itself and logs INFO; CHEEMS_LOG_LEVEL sets either. A format given with --log-format
+# is put in the environment, so the processes a command starts (`cheems up`'s children, torchrun's ranks) log
+# alike. `say` is a command's line for people: echoed in text mode, a log record in JSON mode, so that a
+# service's log holds nothing but JSON lines.
+_chosen: dict[str, object] = {"verbose": False}
+_said = logging.getLogger("cheems_cli")
+
+
+def configure_logging(verbose: bool, log_format: str | None) -> None:
+    """The main callback's setup: the command line's options, before any command runs."""
+    if log_format:
+        os.environ[LOG_FORMAT_ENV] = log_format_of(log_format)
+    _chosen["verbose"] = verbose
+    level_of(_log_level(service=True))  # a bad CHEEMS_LOG_LEVEL is refused before any command runs
+    setup_logging("cheems", level=_log_level(service=False))
+
+
+def as_service(name: str) -> None:
+    """A long-lived service's setup: its lines name it, at INFO unless asked otherwise; in JSON mode what it (or a
+    process it starts) writes without logging becomes JSON lines too (services.observe.output)."""
+    handler = setup_logging(name, level=_log_level(service=True))
+    if log_format_of(None) == "json":
+        wrap_output(handler)
+
+
+def _log_level(service: bool) -> str:
+    if _chosen["verbose"]:
+        return "DEBUG"
+    return setting("log_level").strip().upper() or ("INFO" if service else "WARNING")
+
+
+def say(text: str, err: bool = False) -> None:
+    """A line for the person running the command (an address it listens on, an error)."""
+    if log_format_of(None) == "json":
+        _said.setLevel(logging.INFO)  # said whatever the root level: it is the command's output
+        _said.log(logging.ERROR if err else logging.INFO, text)
+    else:
+        typer.echo(text, err=err)

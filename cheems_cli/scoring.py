@@ -12,7 +12,9 @@ from cheems_cli.options import (
     ScorerTokenFile,
     TlsCa,
     account_token,
+    as_service,
     clear_errors,
+    say,
     secret_option,
     settings_options,
 )
@@ -29,6 +31,7 @@ def serve_command(config: ScorerConfig) -> None:
 
     With --follow, serve the registry's production model by default and follow it (start: --model until one
     is production); calls may name any registered model by id."""
+    as_service("scorer")
     from services.scorer.runtime import ScorerServer, serve
 
     if not config.model and not config.follow:  # Path("") would be the working directory
@@ -44,7 +47,7 @@ def serve_command(config: ScorerConfig) -> None:
 
     def announce(server: ScorerServer) -> None:
         http = f"{config.host}:{server.http_port}" if config.http_port >= 0 else "off"
-        typer.echo(f"serving: gRPC {config.host}:{server.grpc_port}  HTTP {http}")  # what scripts and tests wait for
+        say(f"serving: gRPC {config.host}:{server.grpc_port}  HTTP {http}")  # what scripts and tests wait for
 
     serve(config, on_serving=announce)
 

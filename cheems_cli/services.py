@@ -19,11 +19,13 @@ from cheems_cli.options import (
     MetricsPort,
     TlsCert,
     TlsKey,
+    as_service,
     clear_errors,
     from_settings,
     key_values,
     listen,
     required,
+    say,
     secret_option,
 )
 
@@ -52,10 +54,11 @@ def service_ingestion(
     metrics_port: MetricsPort = -1,
 ) -> None:
     """gRPC cheems.v1.IngestionService with health, until SIGTERM; every call needs an operator's token."""
+    as_service("ingestion")
     from services.ingestion.server import serve
 
     config = listen(port, host, tls_cert, tls_key)
-    serve(db, bootstrap, config, lambda bound: typer.echo(f"ingestion: gRPC {host}:{bound}"), metrics_port)
+    serve(db, bootstrap, config, lambda bound: say(f"ingestion: gRPC {host}:{bound}"), metrics_port)
 
 
 @service.command("annotation")
@@ -104,6 +107,7 @@ def service_annotation(
     triples go to different annotators; --double-share gives a share of them a second task. The rule filter
     keeps abnormal responses out of tasks, each with its reason stored (`cheems status`, the admin overview).
     Export writes a file by name in --export-dir, never a path a caller chooses."""
+    as_service("annotation")
     from cheems.settings import setting
     from services.annotation.algorithm.doubles import DoublingConfig
     from services.annotation.algorithm.filters import FilterConfig
@@ -127,7 +131,7 @@ def service_annotation(
 
     def ready(bound: int, http_bound: int | None) -> None:
         page = f", annotator page http://{host}:{http_bound}/annotate" if http_bound is not None else ""
-        typer.echo(f"annotation: gRPC {host}:{bound}{events}{page}")
+        say(f"annotation: gRPC {host}:{bound}{events}{page}")
 
     web = WorkbenchConfig(lease_seconds=lease)
     tasks = TaskConfig(rules if rule_filter else None, doubling)
@@ -159,6 +163,7 @@ def service_judge(
 ) -> None:
     """AI judge worker: new samples -> pair tasks -> an OpenAI-compatible LLM judges each pair -> AI
     annotations (the prompt's last one resolves it and publishes its ranking), until SIGTERM."""
+    as_service("judge")
     from services.annotation.judge.pairwise import JudgeConfig, OpenAICompatibleBackend
     from services.annotation.judge.worker import JudgeWorkerConfig, ProcessHealth, serve_judge
 
@@ -172,7 +177,7 @@ def service_judge(
         health = ProcessHealth(port=health_port, host=host, metrics_port=metrics_port)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    serve_judge(db, bootstrap, backend, config, health, lambda bound: typer.echo(f"judge: health on :{bound}"))
+    serve_judge(db, bootstrap, backend, config, health, lambda bound: say(f"judge: health on :{bound}"))
 
 
 @service.command("training")
@@ -266,6 +271,7 @@ def service_training(
     tls_key: TlsKey = "",
 ) -> None:
     """gRPC cheems.v1.TrainingService: datasets, trainings (local or Kubernetes) and models, until SIGTERM."""
+    as_service("training")
     from services.scorer.offline.jobs import OfflineScoring
     from trainer.datasets.recipes import DistantSettings
     from trainer.service.config import TrainingConfig
@@ -303,7 +309,7 @@ def service_training(
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     OfflineScoring(supervision_device, supervision_dtype).execution()  # one this machine cannot run: refused now
-    serve(db, bootstrap, config, lambda bound: typer.echo(f"training: gRPC {host}:{bound}, data in {data_dir}"))
+    serve(db, bootstrap, config, lambda bound: say(f"training: gRPC {host}:{bound}, data in {data_dir}"))
 
 
 for _name, _command in (

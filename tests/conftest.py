@@ -47,6 +47,30 @@ def token_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ["CHEEMS_CACHE_DIR"] = before
 
 
+@pytest.fixture(autouse=True)
+def logging_as_it_was() -> Iterator[None]:
+    """Commands run in this process (CliRunner) set logging up as a process does (services.observe.logs): the root
+    logger's handlers and level, the exception hooks, the ids bound to the process and the log format of the
+    environment are put back after each test, so no test logs through the handler another one installed."""
+    import logging
+    import threading
+
+    from services.observe.logs import LOG_FORMAT_ENV, QUIET_BARS, bind
+
+    root = logging.getLogger()
+    handlers, level, hooks = root.handlers[:], root.level, (sys.excepthook, threading.excepthook)
+    kept = {name: os.environ.get(name) for name in (LOG_FORMAT_ENV, *QUIET_BARS)}
+    yield
+    root.handlers[:], sys.excepthook, threading.excepthook = handlers, *hooks
+    root.setLevel(level)
+    bind(request_id=None, training_id=None, run_id=None)
+    for name, value in kept.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Files holding a test marked `slow` (real processes: Triton, torchrun, the services) run first.
 

@@ -45,7 +45,6 @@ SIDEWAYS = {
     ("services.annotation", "services.scorer.client"),  # distant supervision calls the scorer
     ("trainer", "evaluator"),  # evaluation during training
     ("services.access", "services.grpc_errors"),  # a refused call ends through the error tree's gRPC edge
-    ("services.hosting", "services.observe"),  # every server counts its calls (services.observe.metrics)
 }
 
 

@@ -9,14 +9,15 @@ dropped for length), progress while training, and a summary block at the end:
       model in out/train-tiny/model
       start-up 4.1 s to the first step: model 2.3 s, data 0.9 s, first step 0.9 s
 
-Other ranks log warnings only, prefixed with their rank, so torchrun's merged output says each
-thing once. Progress is a tqdm bar on a terminal, else a `step N/M` line every `log_every` steps.
+Other ranks log warnings only, each line naming its rank (under torchrun), so torchrun's merged output says
+each thing once. Progress is a tqdm bar on a terminal, else a `step N/M` line every `log_every` steps.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -27,23 +28,22 @@ from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from evaluator.metrics import EvalResult
+from services.observe.logs import bind, setup_logging
 from trainer.data import Dataset
 
-FORMAT = "%(levelname)s %(name)s: %(message)s"  # the CLI's format, so both launch paths read the same
 LINES_PER_RUN = 20  # progress lines of a run whose log_every is 0
+TRAINING_ID_ENV = "CHEEMS_TRAINING_ID"  # set by the training service's launcher: every line of the run carries it
 
 log = logging.getLogger(__name__)
 
 
-def configure_logging(rank: int, verbose: bool = False) -> None:
-    """Rank 0 logs INFO, other ranks warnings only; every rank DEBUG when verbose.
-
-    Keeps a handler already installed (the CLI's, when `cheems train` trains in its own process) and
-    sets the level either way: `basicConfig(level=...)` is ignored once a handler exists.
-    """
-    logging.basicConfig(format=(f"[rank {rank}] " if rank else "") + FORMAT)
-    level = logging.DEBUG if verbose else logging.INFO if rank == 0 else logging.WARNING
-    logging.getLogger().setLevel(level)
+def configure_logging(rank: int | None, verbose: bool = False) -> None:
+    """Rank 0 logs INFO, other ranks warnings only; every rank DEBUG when verbose (services.observe.logs: text or
+    JSON as CHEEMS_LOG_FORMAT says). `rank`: torchrun's, shown on each line; None outside torchrun (rank 0).
+    The training service's id for the run (CHEEMS_TRAINING_ID) is bound to every line."""
+    level = logging.DEBUG if verbose else logging.INFO if not rank else logging.WARNING
+    setup_logging("train", level=level, rank=rank)
+    bind(training_id=os.environ.get(TRAINING_ID_ENV))
 
 
 def describe_data(data: Dataset, max_length: int) -> str:

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import logging
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -368,7 +369,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, bool]:
 def main(argv: list[str] | None = None) -> None:
     """A training process, in `cheems train` or under torchrun: rank 0 narrates, the others only warn."""
     config, verbose = parse_args(argv)
-    configure_logging(rank_from_env(), verbose)
+    configure_logging(rank_from_env() if "RANK" in os.environ else None, verbose)  # torchrun's rank, shown
     train(config)
 
 

@@ -38,11 +38,12 @@ from cheems.errors import CheemsError
 from evaluator.evaluate import BenchCache, EvalOptions, evaluate, load_subsets
 from evaluator.metrics import EvalResult, Semantics
 from evaluator.pipeline.runs import end_run, fail_run, rewards_of
-from evaluator.pipeline.sink_batch import Dropped, ScoreRow, accept, plan_batch, runs_of
+from evaluator.pipeline.sink_batch import Dropped, ScoreRow, accept, only_run, plan_batch, runs_of
 from evaluator.report import to_json
 from services.bus import topics
 from services.bus.client import Delivery, EventConsumer, Publisher
 from services.bus.relay import EventRelay, RelayConfig
+from services.observe.logs import log_context
 from services.store import repository
 from services.store.db import session_scope
 from services.store.errors import UnknownRun
@@ -117,12 +118,15 @@ class ResultSink:
     def handle_batch(self, deliveries: list[Delivery]) -> None:
         """Store the batch's scores together, fail the runs it gives up on, check each run it touched once."""
         plan = plan_batch(d.event for d in deliveries)
-        touched = self._store(plan.rows)
+        with log_context(run_id=only_run(d.event for d in deliveries)):
+            touched = self._store(plan.rows)
         for run_id, reason in plan.failures:
-            self._fail_known(run_id, reason)
+            with log_context(run_id=run_id):
+                self._fail_known(run_id, reason)
         time.sleep(self.config.delay)
         for run_id in touched:
-            self.finish_if_complete(run_id)
+            with log_context(run_id=run_id):
+                self.finish_if_complete(run_id)
 
     def _store(self, rows: list[ScoreRow]) -> list[str]:
         """Store the rows in one transaction, or one by one if the database refuses them together; the runs

@@ -75,6 +75,12 @@ def accept(
     return list(kept.values())
 
 
+def only_run(events: Iterable[Any]) -> str | None:
+    """The run id the events all belong to (what their log lines carry); None for events of several runs."""
+    runs = {e.run_id for e in events}
+    return runs.pop() if len(runs) == 1 else None
+
+
 def runs_of(rows: Iterable[ScoreRow]) -> list[str]:
     """The run ids of `rows`, each once, in first-seen order."""
     return list(dict.fromkeys(row.run_id for row in rows))

@@ -43,10 +43,12 @@ from kafka.errors import KafkaError
 from cheems.v1 import events_pb2, reward_pb2
 from evaluator.errors import WorkerStopped, WrongModel
 from evaluator.pipeline.score_batch import match_replies, model_not_served, one_by_one, refused, score_event
+from evaluator.pipeline.sink_batch import only_run
 from services.bus import topics
 from services.bus.client import JOIN_WAIT_MS, Delivery, EventConsumer, Publisher, redeliver
 from services.channels import tls_credentials
 from services.grpc_errors import error_reason
+from services.observe.logs import log_context
 from services.scorer.client import RewardClient, chunks
 
 log = logging.getLogger(__name__)
@@ -160,8 +162,9 @@ class ScoreWorker:
         answer in order, flushed once; Redeliver unless the broker acknowledged every one."""
         self._polled, self._sent, self._given_up = time.monotonic(), [], []
         try:
-            self._score(deliveries)
-            self._confirm()
+            with log_context(run_id=only_run(d.event for d in deliveries)):
+                self._score(deliveries)
+                self._confirm()
         except BaseException:  # not committed: a run given up on here is asked about again when it comes back
             for run_id in self._given_up:
                 self.abandoned.pop(run_id, None)
@@ -232,7 +235,8 @@ class ScoreWorker:
         if self._skipped(delivery):
             return
         try:
-            reply = self.score(event)
+            with log_context(run_id=event.run_id):
+                reply = self.score(event)
         except WrongModel as e:
             self._give_up(delivery, str(e))
             return

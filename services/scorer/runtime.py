@@ -230,7 +230,7 @@ class ScorerServer:
         sock.listen(2048)  # listening before start() returns: uvicorn's own listen comes later, in its thread
         self.http_port = sock.getsockname()[1]
         app = create_app(scorer, self.ready, self.callers)
-        self._http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        self._http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", log_config=None))
         self._http_thread = threading.Thread(target=self._http.run, kwargs={"sockets": [sock]}, daemon=True)
         self._http_thread.start()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from concurrent import futures
 from typing import Any
@@ -54,12 +55,18 @@ class RewardServicer:
         self.scorer = scorer
 
     def _encode(self, request: reward_pb2.ScoreRequest, s: Scores) -> reward_pb2.ScoreResponse:
+        request_id = request.request_id or uuid.uuid4().hex  # the caller's, else one to quote in a report
+        timings = {"queue_ms": s.queue_ms, "inference_ms": s.inference_ms, "total_ms": s.total_ms}
+        log.debug(
+            "scored %d responses with %s: queue %.1f ms, inference %.1f ms, total %.1f ms",
+            len(s.scores), s.model, *timings.values(), extra={"request_id": request_id, "model_id": s.model, **timings},
+        )  # fmt: skip
         return reward_pb2.ScoreResponse(
             scores=s.scores,
             best_index=s.best_index,
             truncated=s.truncated,
             model=s.model,
-            request_id=request.request_id,
+            request_id=request_id,
             timings=reward_pb2.Timings(queue_ms=s.queue_ms, inference_ms=s.inference_ms, total_ms=s.total_ms),
         )
 

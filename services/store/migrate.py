@@ -25,6 +25,7 @@ from sqlalchemy import text
 
 from cheems.credentials import hide_password
 from cheems.settings import Settings
+from services.observe.logs import setup_logging
 from services.store.db import DEFAULT_DATABASE_URL, StoreConfig, connect, create_engine_for
 
 MIGRATIONS = Path(__file__).resolve().with_name("migrations")
@@ -112,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("-m", "--message", help="what the new revision does (revision only)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    setup_logging("migrate")
     if args.action == "upgrade":
         upgrade(args.url)
     elif args.action == "sql":

@@ -43,7 +43,7 @@ class HttpServer:
             raise PortInUse(f"cannot listen on {self.host}:{self.port} for HTTP: {e}") from None
         sock.listen(1024)
         self._sock, self.port = sock, sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False)
+        config = uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False, log_config=None)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True, name="http")
         self._thread.start()

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import typer
 from typer.testing import CliRunner
 
 from cheems import errors
-from cheems_cli.options import DatabaseUrl, clear_errors, exit_code, key_values
+from cheems_cli.options import DatabaseUrl, clear_errors, configure_logging, exit_code, key_values
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
@@ -64,3 +72,19 @@ def test_key_values_of_repeated_set_options() -> None:
         with pytest.raises(typer.BadParameter, match=rf"expected key=value, got {bad!r}") as info:
             key_values([bad])
         assert info.value.param_hint == "--set"
+
+
+def test_log_format_goes_to_the_processes_a_command_starts_and_what_it_says_becomes_a_json_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CHEEMS_LOG_FORMAT", raising=False)  # the command line's flag alone
+    command = [sys.executable, "-m", "cheems_cli", "--log-format", "json", "db", "upgrade"]
+    command += ["--db", f"sqlite:///{tmp_path / 'c.db'}"]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert run.returncode == 0 and run.stdout == "", run.stderr[-2000:]
+    records = [json.loads(line) for line in run.stderr.splitlines()]  # every line, the command's own included
+    assert any(r["message"].startswith("database at revision ") and r["service"] == "cheems" for r in records)
+    configure_logging(verbose=False, log_format="json")  # in this process: undone by tests/conftest.py
+    assert os.environ["CHEEMS_LOG_FORMAT"] == "json"  # what `cheems up`'s children and torchrun's ranks read
+    with pytest.raises(ValueError, match="log_format must be one of text, json, got 'xml'"):
+        configure_logging(verbose=False, log_format="xml")

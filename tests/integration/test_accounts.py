@@ -11,8 +11,10 @@ token home, and the bus checks who publishes."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import re
 import shutil
 import urllib.error
 import urllib.request
@@ -42,6 +44,7 @@ from services.bus.client import Publisher
 from services.hosting import GrpcHost, HostConfig
 from services.ingestion.server import host as ingestion_host
 from services.ingestion.service import IngestionService
+from services.observe.logs import setup_logging
 from services.scorer.config import ScorerConfig
 from services.scorer.runtime import ScorerServer
 from services.store.accounts import AccountBook, disable
@@ -191,9 +194,27 @@ def system(
             publisher.close()
 
 
+@pytest.fixture
+def debug_log() -> io.StringIO:
+    """Every service's lines as a process writes them (services.observe.logs: JSON, debug level), for the test to
+    read; the root logger as it was afterwards."""
+    out = io.StringIO()
+    setup_logging("test", log_format="json", level="DEBUG", stream=out)  # undone by tests/conftest.py
+    return out
+
+
+def read_log(out: io.StringIO, tokens: list[str]) -> list[dict[str, Any]]:
+    """The JSON lines written, after checking that none holds a token (nor a token without its prefix)."""
+    text = out.getvalue()
+    assert not [t for t in tokens if t in text or t.removeprefix("chm_") in text], "a token reached the log"
+    return [json.loads(line) for line in text.splitlines()]
+
+
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # PostgreSQL: the disabled-account test below
-def test_every_mutating_rpc_is_locked_and_opens_to_its_role(system: System, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO)
+def test_every_mutating_rpc_is_locked_and_opens_to_its_role(
+    system: System, caplog: pytest.LogCaptureFixture, debug_log: io.StringIO
+) -> None:
+    caplog.set_level(logging.DEBUG)  # every service's debug lines, each call with a token (right, wrong, none)
     s, both = system, "operator or admin"
     assert all(c.healthy() for c in s.clients.values())  # health needs no token
     sample = {
@@ -278,6 +299,11 @@ def test_every_mutating_rpc_is_locked_and_opens_to_its_role(system: System, capl
     assert requested == ["person:ops"]
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "refused" in logged and not [t for t in s.tokens.values() if t in logged]
+    records = read_log(debug_log, [*s.tokens.values(), "not-a-token-of-anyone-0123"])
+    refused = {m[1] for r in records if (m := re.match(r"/cheems\.v1\.(\w+)/\w+ refused: ", r["message"]))}
+    assert refused == set(s.clients), refused  # every service logged its refusals
+    [scored] = [r for r in records if r["logger"] == "services.scorer.server" and r.get("request_id")]
+    assert len(scored["request_id"]) == 32 and scored["total_ms"] >= scored["inference_ms"] >= 0  # one made up
 
 
 def test_a_disabled_account_is_refused_at_once(system: System) -> None:
@@ -300,7 +326,9 @@ def knock(url: str, token: str | None, body: Any = None) -> tuple[int, Any]:
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-def test_the_http_apis_as_plain_urllib_calls_them(engine: Engine, account: Callable[[str, str], str]) -> None:
+def test_the_http_apis_as_plain_urllib_calls_them(
+    engine: Engine, account: Callable[[str, str], str], debug_log: io.StringIO
+) -> None:
     tokens = {n: account(n, r) for n, r in ROLES.items()}
     page = HttpServer(annotation_page(Workbench(AnnotationService(engine))), "127.0.0.1", 0).start()
     board = HttpServer(leaderboard(engine), "127.0.0.1", 0).start()
@@ -324,6 +352,7 @@ def test_the_http_apis_as_plain_urllib_calls_them(engine: Engine, account: Calla
     finally:
         page.stop()
         board.stop()
+    read_log(debug_log, [*tokens.values(), "nope-0123456789"])
 
 
 # Issue 36: each role can do its job and nothing more. One test per row of the issue's table, each as the attacker

@@ -5,6 +5,7 @@ service checked its callers' accounts, each process had its token in a 0600 file
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import stat
@@ -27,7 +28,8 @@ def test_the_demo_runs_the_loop_through_the_services_and_stops_everything(tmp_pa
     out = tmp_path / "demo"
     command = [sys.executable, "-m", "cheems_cli", "demo", "--out", str(out), "--trainings", "1", "--epochs", "3"]
     command += ["--ports-from", str(free_block())]
-    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+    env = {**os.environ, "CHEEMS_LOG_FORMAT": "json"}  # every process of `cheems up` logs JSON lines
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False, env=env)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     lines = run.stdout.splitlines()
     stamps = [float(m.group(1)) if (m := re.match(r"\[\s*([\d.]+)s\]", line)) else None for line in lines]
@@ -59,8 +61,31 @@ def test_the_demo_runs_the_loop_through_the_services_and_stops_everything(tmp_pa
     tokens = [f.read_text().strip() for f in files]
     logs = "".join(p.read_text(errors="replace") for p in (out / "logs").glob("*.log")) + run.stdout + run.stderr
     assert not [t for t in tokens if t in logs]
+    records = json_logs(out / "logs")
+    assert {"broker", "ingestion", "annotation", "judge", "training", "scorer", "eval-worker", "eval-sink",
+            "evaluation"} <= {r["service"] for r in records}  # fmt: skip
+    assert any(r["service"] == "eval-sink" and r.get("run_id") == done["id"] for r in records)
+    assert any(r["service"] == "training" and r.get("training_id") for r in records)
     with sqlite3.connect(out / "cheems.db") as db:
         people = {name for (name,) in db.execute("SELECT DISTINCT annotator FROM annotations WHERE kind = 'human'")}
         requested = {who for (who,) in db.execute("SELECT requested_by FROM trainings")}
     assert people and people <= {f"sim-annotator-{n}" for n in range(1, 6)}  # each the account that sent it
     assert requested == {"policy:auto"}
+
+
+def json_logs(folder: Path) -> list[dict]:
+    """Every line of every process's log one JSON object with time, level, logger and service; the records.
+    (annotators.log is the simulated people's command: its one line is its result, JSON of its own.)"""
+    records = []
+    for path in sorted(folder.glob("*.log")):
+        if path.name == "annotators.log":
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                raise AssertionError(f"{path.name}:{number} is not JSON: {line[:300]}") from None
+            missing = {"time", "level", "logger", "message", "service"} - set(record)
+            assert not missing, f"{path.name}:{number} lacks {missing}: {line[:300]}"
+            records.append(record)
+    return records

@@ -9,6 +9,7 @@ the `db_url` fixture of tests/conftest.py.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -93,9 +94,26 @@ def operator(url: str) -> str:
 
 
 def unseen(service: Service, token: str) -> None:
-    """The token is in neither the process's command line (what `ps` shows) nor its output."""
+    """The token is in neither the process's command line (what `ps` shows) nor its output (all of it)."""
     cmdline = Path(f"/proc/{service.process.pid}/cmdline").read_bytes().decode(errors="replace")
-    assert token not in cmdline and token not in service.output()
+    output = service.out.read_text(errors="replace") + service.err.read_text(errors="replace")
+    assert token not in cmdline and token not in output
+
+
+def json_lines(service: Service, name: str) -> list[dict]:
+    """Every line the process wrote, each one JSON object with a time, level, logger and the service's name."""
+    lines = (service.out.read_text() + service.err.read_text()).splitlines()
+    records = [json.loads(line) for line in lines]
+    assert records and all({"time", "level", "logger", "message"} <= set(r) for r in records)
+    assert {r["service"] for r in records} == {name}
+    return records
+
+
+def knock(channel: grpc.Channel, call: Callable[[grpc.Channel], object]) -> None:
+    """The call made with a token no account has: UNAUTHENTICATED (and logged, never the token itself)."""
+    with pytest.raises(grpc.RpcError) as info:
+        call(channel)
+    assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
 def count(url: str, model: type) -> int:
@@ -143,7 +161,7 @@ def test_ingestion_service(db_url: str, tmp_path: Path, start: Start) -> None:
     unseen(service, token)
     unseen(service, "chm_wrong-token-of-nobody")
     assert service.stop() == 0, service.output()
-    assert f"ingestion: gRPC 127.0.0.1:{port}" in service.out.read_text() and "refused" in service.output()
+    assert f"ingestion: gRPC 127.0.0.1:{port}" in service.out.read_text() and "refused" in service.err.read_text()
 
 
 def test_annotation_service(tmp_path: Path, start: Start) -> None:
@@ -157,12 +175,16 @@ def test_annotation_service(tmp_path: Path, start: Start) -> None:
     engine.dispose()
     port = free_port()
     service = start(
-        ["service", "annotation", "--db", url, "--port", str(port), "--http-port", "0", "--host", "127.0.0.1"],
+        ["--log-format", "json", "-v", "service", "annotation", "--db", url, "--port", str(port), "--http-port", "0",
+         "--host", "127.0.0.1"],
         tmp_path / "a",
         port,
         ANNOTATION_SERVICE,
-    )
-    token = operator(url)
+    )  # fmt: skip
+    token, wrong = operator(url), "chm_wrong-token-of-nobody-Xq7Lm2Vb9Tz4Rk8Wn3Pd6"
+    with open_channel(f"127.0.0.1:{port}", token=wrong) as stranger:
+        ask = annotation_pb2.GetRankingRequest(prompt_id=prompt_id)
+        knock(stranger, lambda c: annotation_pb2_grpc.AnnotationServiceStub(c).GetRanking(ask, timeout=10))
     with open_channel(f"127.0.0.1:{port}", token=token) as channel:
         stub = annotation_pb2_grpc.AnnotationServiceStub(channel)
         with pytest.raises(grpc.RpcError) as info:
@@ -173,7 +195,12 @@ def test_annotation_service(tmp_path: Path, start: Start) -> None:
         tasks = stub.CreateTasks(annotation_pb2.CreateTasksRequest(prompt_id=prompt_id, group_size=3), timeout=10)
         assert [sorted(t.response_ids) for t in tasks.tasks] == [["a", "b", "c"]]
     unseen(service, token)
+    unseen(service, wrong)
     assert service.stop() == 0, service.output()
+    records = json_lines(service, "annotation")  # JSON lines, the address it announced and the refusal included
+    assert any(f"annotation: gRPC 127.0.0.1:{port}" in r["message"] for r in records)
+    assert any("refused" in r["message"] and r["level"] == "INFO" for r in records)
+    assert any(r["level"] == "DEBUG" for r in records)
 
 
 @pytest.fixture(scope="module")
@@ -185,10 +212,10 @@ def broker() -> Iterator[EmbeddedBroker]:
 
 def test_eval_worker_service(broker: EmbeddedBroker, tmp_path: Path, start: Start) -> None:
     port = free_port()
-    args = ["service", "eval-worker", "--bootstrap", broker.bootstrap, "--scorer-url", "127.0.0.1:1"]
-    service = start([*args, "--health-port", str(port)], tmp_path / "w", port, "cheems.evaluator.worker")
+    args = ["--log-format", "json", "service", "eval-worker", "--bootstrap", broker.bootstrap, "--scorer-url"]
+    service = start([*args, "127.0.0.1:1", "--health-port", str(port)], tmp_path / "w", port, "cheems.evaluator.worker")
     assert service.stop() == 0, service.output()
-    assert f"worker: health on :{port}" in service.out.read_text()
+    assert any(r["message"] == f"worker: health on :{port}" for r in json_lines(service, "eval-worker"))
 
 
 def test_eval_sink_service_finishes_a_run(broker: EmbeddedBroker, tmp_path: Path, start: Start) -> None:
@@ -196,6 +223,7 @@ def test_eval_sink_service_finishes_a_run(broker: EmbeddedBroker, tmp_path: Path
     db_upgrade(url)
     port = free_port()
     args = ["service", "eval-sink", "--bootstrap", broker.bootstrap, "--db", url, "--health-port", str(port)]
+    args = ["--log-format", "json", *args]
     service = start(args, tmp_path / "s", port, "cheems.evaluator.sink")
     engine = create_engine_for(StoreConfig(url))
     publisher = Publisher(broker.bootstrap)
@@ -223,24 +251,33 @@ def test_eval_sink_service_finishes_a_run(broker: EmbeddedBroker, tmp_path: Path
         publisher.close()
         engine.dispose()
     assert service.stop() == 0, service.output()
-    assert f"sink: health on :{port}" in service.out.read_text()
+    records = json_lines(service, "eval-sink")
+    assert any(r["message"] == f"sink: health on :{port}" for r in records)
+    assert any(r.get("run_id") == run_id and "complete" in r["message"] for r in records)  # its run, bound
 
 
 def test_evaluation_service_starts_a_run(broker: EmbeddedBroker, tmp_path: Path, start: Start) -> None:
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     db_upgrade(url)
     port = free_port()
-    args = ["service", "evaluation", "--bootstrap", broker.bootstrap, "--db", url, "--bench-root", str(SAMPLE)]
+    args = ["-v", "service", "evaluation", "--bootstrap", broker.bootstrap, "--db", url, "--bench-root", str(SAMPLE)]
     args += ["--http-port", "-1"]  # the leaderboard's HTTP: tests/evaluator/leaderboard/test_service.py
     service = start([*args, "--port", str(port), "--host", "127.0.0.1"], tmp_path / "e", port, EVALUATION_SERVICE)
-    with open_channel(f"127.0.0.1:{port}", token=operator(url)) as channel:
+    token, wrong = operator(url), "chm_wrong-token-of-nobody-Xq7Lm2Vb9Tz4Rk8Wn3Pd6"
+    with open_channel(f"127.0.0.1:{port}", token=wrong) as stranger:
+        ask = evaluation_pb2.GetRunRequest(run_id="nope")
+        knock(stranger, lambda c: evaluation_pb2_grpc.EvaluationServiceStub(c).GetRun(ask, timeout=10))
+    with open_channel(f"127.0.0.1:{port}", token=token) as channel:
         stub = evaluation_pb2_grpc.EvaluationServiceStub(channel)
         request = evaluation_pb2.StartRunRequest(bench_files=["open.jsonl"], scorer_url="127.0.0.1:1")
         run = stub.StartRun(request, timeout=30)
         assert run.state == evaluation_pb2.RUN_STATE_RUNNING and run.items_total > 0
         assert stub.GetRun(evaluation_pb2.GetRunRequest(run_id=run.run_id), timeout=10).run_id == run.run_id
     assert run_state(create_engine_for(StoreConfig(url)), run.run_id)[0] == "running"
+    unseen(service, token)
+    unseen(service, wrong)
     assert service.stop() == 0, service.output()
+    assert "refused" in service.err.read_text()  # at INFO, among the debug lines
     assert f"evaluation: gRPC 127.0.0.1:{port}, bench root {SAMPLE}" in service.out.read_text()
 
 

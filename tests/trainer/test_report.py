@@ -116,6 +116,21 @@ def test_rank_zero_narrates_and_other_ranks_only_warn(root_logging: logging.Logg
     assert root_logging.level == logging.DEBUG
 
 
+def test_each_line_names_its_rank_and_the_training_it_belongs_to(
+    root_logging: logging.Logger, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHEEMS_TRAINING_ID", "t-7f3a")  # what the training service's local launcher sets
+    monkeypatch.setenv("CHEEMS_LOG_FORMAT", "json")
+    configure_logging(1)
+    logging.getLogger("trainer.train").warning("rank 1 saw a NaN")
+    record = json.loads(capsys.readouterr().err)
+    assert (record["service"], record["rank"], record["training_id"]) == ("train", 1, "t-7f3a")
+    monkeypatch.setenv("CHEEMS_LOG_FORMAT", "text")
+    configure_logging(None)  # outside torchrun: no rank shown
+    logging.getLogger("trainer.train").info("training done")
+    assert capsys.readouterr().err.split(" ", 1)[1] == "INFO trainer.train: training done [training_id=t-7f3a]\n"
+
+
 def test_progress_lines_come_every_n_steps_off_a_terminal(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="trainer.report")
     with Progress(total=7, initial=0, enabled=True, every=3, stream=io.StringIO()) as progress:

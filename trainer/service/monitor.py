@@ -27,6 +27,7 @@ from services.bus import topics
 from services.bus.client import Publisher
 from services.bus.codec import encode
 from services.models.messages import model_message
+from services.observe.logs import log_context
 from services.store import outbox, registry
 from services.store.db import session_scope
 from services.store.models import Training
@@ -88,6 +89,10 @@ class Monitor:
             thread.join(timeout)
 
     def _run(self, training_id: str) -> None:
+        with log_context(training_id=training_id):  # every line of this thread names the training
+            self._watch(training_id)
+
+    def _watch(self, training_id: str) -> None:
         reader = None
         while not self.stop.is_set():
             try:

@@ -28,6 +28,7 @@ from cheems.errors import Conflict, InvalidInput
 from services.bus import topics
 from services.bus.client import Publisher
 from services.bus.relay import EventRelay
+from services.observe.logs import log_context
 from services.store import lifecycle, registry
 from services.store.db import session_scope
 from services.store.errors import UnknownModel
@@ -124,6 +125,10 @@ class TrainingService:
 
     def launch(self, training_id: str) -> None:
         """Start the training's run (resuming from its checkpoints, when it has some) and watch it."""
+        with log_context(training_id=training_id):
+            self._launch(training_id)
+
+    def _launch(self, training_id: str) -> None:
         with self.lock:
             with session_scope(self.engine) as session:
                 training = registry.get_training(session, training_id)

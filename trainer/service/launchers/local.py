@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from cheems.credentials import open_private
+from trainer.report import TRAINING_ID_ENV
 from trainer.service.launchers import LOG, LaunchError, LaunchSpec, Status, train_args
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,12 @@ class LocalLauncher:
         try:
             with open_private(out / LOG) as output:  # 0600
                 process = subprocess.Popen(
-                    command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    env={**os.environ, TRAINING_ID_ENV: spec.training_id},  # on every line the run logs
                 )
         except OSError as e:
             raise LaunchError(f"cannot start {command[0]}: {e}") from None

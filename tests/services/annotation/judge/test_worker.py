@@ -3,6 +3,8 @@ PostgreSQL: sample events -> pair tasks -> AI annotations -> the ranking and its
 
 from __future__ import annotations
 
+import io
+import json
 import threading
 import time
 import uuid
@@ -21,6 +23,7 @@ from services.annotation.simulation.judge import JudgeServer, SimulatedJudge, Si
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.client import Publisher
+from services.observe.logs import setup_logging
 from services.store import repository
 from services.store.db import session_scope
 from services.store.models import Annotation
@@ -72,8 +75,25 @@ def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 60.0) ->
         time.sleep(0.1)
 
 
+@pytest.fixture
+def judge_log() -> io.StringIO:
+    """What the judge worker's process would write at debug level, as JSON lines (services.observe.logs)."""
+    out = io.StringIO()
+    setup_logging("judge", log_format="json", level="DEBUG", stream=out)  # undone by tests/conftest.py
+    return out
+
+
+API_KEY = "sk-judge-Q7vK2mN9xR4tW8yB6pL3Hs1Jc5Fg0"  # sent to the endpoint as `authorization: Bearer ...`
+
+
 def test_samples_are_judged_pair_by_pair_into_a_ranking_once(
-    engine: Engine, broker: EmbeddedBroker, publisher: Publisher, events: Any, make_sample: Any, unique: Any
+    engine: Engine,
+    broker: EmbeddedBroker,
+    publisher: Publisher,
+    events: Any,
+    make_sample: Any,
+    unique: Any,
+    judge_log: io.StringIO,
 ) -> None:
     items, source = bench(unique), f"ai-{uuid.uuid4().hex[:8]}.jsonl"
     samples = [make_sample(i.input, [(r.id, r.content) for r in i.responses], source) for i in items]
@@ -86,7 +106,7 @@ def test_samples_are_judged_pair_by_pair_into_a_ranking_once(
     publisher.flush()
     with JudgeServer(SimulatedJudge(items, SimulatedJudgeConfig(noise=0.0))) as server:
         service = AnnotationService(engine, publisher)
-        backend = OpenAICompatibleBackend(server.base_url, "simulated-judge", backoff=0.01)
+        backend = OpenAICompatibleBackend(server.base_url, "simulated-judge", api_key=API_KEY, backoff=0.01)
         config = JudgeWorkerConfig("simulated-judge", (source,), JudgeConfig(concurrency=4), group=uuid.uuid4().hex)
         worker = JudgeWorker(broker.bootstrap, service, backend, config)
         stop = threading.Event()
@@ -120,6 +140,8 @@ def test_samples_are_judged_pair_by_pair_into_a_ranking_once(
     assert len(events(topics.RANKINGS, {pids[0]})) == 2 and len(events(topics.ANNOTATIONS, {pids[0]})) == 6
     assert worker.stats.submitted == 9 and worker.stats.undecided == 0
     service.close()
+    written = judge_log.getvalue()
+    assert API_KEY not in written and all(json.loads(line)["service"] == "judge" for line in written.splitlines())
 
 
 def test_undecided_pairs_close_their_task_and_failed_calls_leave_it_open(

@@ -46,7 +46,7 @@ from trainer.recipes import recipe
 from trainer.report import Progress, Startup, configure_logging, describe_data, report_data, report_eval, summary
 from trainer.sampler import SamplerConfig, epoch_batches, pairs_in_batch
 from trainer.steplog import StepLog, Totals
-from trainer.tracking.session import KEY, start_tracking
+from trainer.tracking.session import KEY, check_installed, start_tracking
 from trainer.weights import checkpoint
 from trainer.weights.export import export_model
 from trainer.weights.sharding import load_sharded, prepare
@@ -247,6 +247,7 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
     startup = Startup()
     torch.manual_seed(config.seed)
     memory = check_memory(config, world.size, world.device)  # a run that cannot fit the GPU is refused before loading
+    check_installed(config.report_to)  # and one whose report_to names a package not installed here
     # a Hub id becomes its snapshot's directory (`cheems train` resolved it already, once per node)
     config = dataclasses.replace(config, model=str(resolve_model(config.model)))
     model, base, tokenizer = load_for_training(config, world)

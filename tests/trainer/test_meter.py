@@ -39,4 +39,3 @@ def test_on_the_cpu_there_is_no_mfu_and_memory_is_the_resident_peak() -> None:
     assert "mfu" not in record and "memory_planned_bytes" not in record
     assert record["memory_peak_bytes"] == peak_memory(torch.device("cpu"))
     assert record["memory_peak_bytes"] >= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - 1
-

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from cheems.extras import need
 from trainer.config import TrainConfig
 from trainer.data.cache import files_digest
 from trainer.distributed import World
@@ -26,6 +27,18 @@ from trainer.tracking.scalars import run_params
 
 METRICS = "metrics.jsonl"
 KEY = "tracking"  # the step record that carries the runs' ids: {backend: id}
+
+
+def check_installed(report_to: list[str]) -> None:
+    """MissingExtra, naming the package and how to go on, for a backend whose package is not here: said before the
+    model loads rather than after."""
+    for name in report_to:
+        if name == "tensorboard":
+            from trainer.tracking.tensorboard import check_installed as check_tensorboard
+
+            check_tensorboard()
+        else:
+            need(name, instead=f"--set report_to without {name}")
 
 
 def start_tracking(config: TrainConfig, world: World, step: int = 0) -> Tracking:

@@ -19,11 +19,7 @@ class TensorBoardRun:
     name = "tensorboard"
 
     def __init__(self, log_dir: Path, first_step: int = 1) -> None:
-        if importlib.util.find_spec("tensorboard") is None:
-            raise MissingExtra(
-                "TensorBoard reports (report_to=tensorboard, the default) need tensorboard, which is not "
-                "installed: --set report_to=none (metrics.jsonl is written either way), or pip install tensorboard"
-            )
+        check_installed()
         from torch.utils.tensorboard import SummaryWriter
 
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -46,3 +42,12 @@ class TensorBoardRun:
 
     def close(self, failed: bool = False) -> None:
         self.writer.close()
+
+
+def check_installed() -> None:
+    """MissingExtra when the tensorboard package is not here (a host running the trainer from PYTHONPATH)."""
+    if importlib.util.find_spec("tensorboard") is None:
+        raise MissingExtra(
+            "TensorBoard reports (report_to=tensorboard, the default) need tensorboard, which is not "
+            "installed: --set report_to=none (metrics.jsonl is written either way), or pip install tensorboard"
+        )

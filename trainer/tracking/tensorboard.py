@@ -37,8 +37,11 @@ class TensorBoardRun:
             writer.add_summary(summary)
 
     def log(self, step: int, scalars: dict[str, float]) -> None:
-        for name, value in scalars.items():
-            self.writer.add_scalar(name, value, step)
+        """One event holding every scalar of the step (what add_scalar writes one event each for)."""
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        values = [Summary.Value(tag=name, simple_value=value) for name, value in scalars.items()]
+        self.writer._get_file_writer().add_summary(Summary(value=values), step)
 
     def close(self, failed: bool = False) -> None:
         self.writer.close()

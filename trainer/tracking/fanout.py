@@ -28,7 +28,9 @@ class Backend(Protocol):
 
     def log_params(self, params: dict[str, str]) -> None: ...
 
-    def log(self, step: int, scalars: dict[str, float]) -> None: ...
+    def log(self, steps: list[tuple[int, dict[str, float]]]) -> None:
+        """Each (step, its scalars) of one flush of the step log."""
+        ...
 
     def close(self, failed: bool = False) -> None: ...
 
@@ -45,10 +47,9 @@ class Tracking:
 
     def log(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Each record's scalars (`scalars.step_scalars`) at its step, in every backend."""
-        for record in records:
-            scalars = step_scalars(record)
-            for run in list(self.runs):
-                self._call(run, run.log, int(record["step"]), scalars)
+        steps = [(int(record["step"]), step_scalars(record)) for record in records]
+        for run in list(self.runs):
+            self._call(run, run.log, steps)
 
     def _call(self, run: Backend, method: Any, *args: Any) -> None:
         try:

@@ -3,6 +3,9 @@
 The store is `tracking_uri`: a database (sqlite:///path, postgresql://...) or an MLflow server (http://...). The run
 goes in `experiment` (made when missing) under `run_name`; its id is what the training and its model keep. A resumed
 run (same out_dir) logs on into the run it started, when the store still has it.
+
+Metrics are logged asynchronously (MLflow's own queue and thread: a SQLite commit takes milliseconds, which a
+training step does not wait for), one batch a flush of the step log; `close` waits for them before it ends the run.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from typing import Any
 
 from cheems.extras import need
 
-BATCH = 100  # MLflow's most parameters (and, far above, metrics) in one log_batch
+BATCH = 100  # MLflow's most parameters in one log_batch
+METRICS = 1000  # and metrics
 
 
 class MlflowRun:
@@ -26,6 +30,7 @@ class MlflowRun:
         self.client = MlflowClient(tracking_uri=tracking_uri)
         run = self._resumed(previous) if previous else None
         self.resumed = run is not None
+        self.pending: list[Any] = []  # the asynchronous batches' operations, waited for at close
         if run is None:
             run = self.client.create_run(self._experiment(experiment), run_name=run_name or None)
         self.id: str = run.info.run_id
@@ -58,16 +63,21 @@ class MlflowRun:
         for chunk in _chunks(items, BATCH):
             self.client.log_batch(self.id, params=chunk)
 
-    def log(self, step: int, scalars: dict[str, float]) -> None:
+    def log(self, steps: list[tuple[int, dict[str, float]]]) -> None:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        metrics = [Metric(k, v, now, step) for k, v in scalars.items()]
-        for chunk in _chunks(metrics, BATCH):
-            self.client.log_batch(self.id, metrics=chunk)
+        metrics = [Metric(k, v, now, step) for step, scalars in steps for k, v in scalars.items()]
+        for chunk in _chunks(metrics, METRICS):
+            self.pending.append(self.client.log_batch(self.id, metrics=chunk, synchronous=False))
 
     def close(self, failed: bool = False) -> None:
-        self.client.set_terminated(self.id, "FAILED" if failed else "FINISHED")
+        try:
+            for operation in self.pending:
+                operation.wait()  # raises what the batch met (the fan-out warns)
+        finally:
+            self.pending = []
+            self.client.set_terminated(self.id, "FAILED" if failed else "FINISHED")
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:

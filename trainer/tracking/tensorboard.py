@@ -36,12 +36,15 @@ class TensorBoardRun:
         for summary in hparams(params, {"train/loss": 0.0, "eval/overall": 0.0}):  # metric names only
             writer.add_summary(summary)
 
-    def log(self, step: int, scalars: dict[str, float]) -> None:
-        """One event holding every scalar of the step (what add_scalar writes one event each for)."""
+    def log(self, steps: list[tuple[int, dict[str, float]]]) -> None:
+        """One event a step holding all its scalars (add_scalar would write one event each), queued for the
+        writer's own thread."""
         from tensorboard.compat.proto.summary_pb2 import Summary
 
-        values = [Summary.Value(tag=name, simple_value=value) for name, value in scalars.items()]
-        self.writer._get_file_writer().add_summary(Summary(value=values), step)
+        writer = self.writer._get_file_writer()
+        for step, scalars in steps:
+            values = [Summary.Value(tag=name, simple_value=value) for name, value in scalars.items()]
+            writer.add_summary(Summary(value=values), step)
 
     def close(self, failed: bool = False) -> None:
         self.writer.close()

@@ -29,8 +29,9 @@ class WandbRun:
     def log_params(self, params: dict[str, str]) -> None:
         self.run.config.update(params, allow_val_change=True)
 
-    def log(self, step: int, scalars: dict[str, float]) -> None:
-        self.run.log(scalars, step=step)
+    def log(self, steps: list[tuple[int, dict[str, float]]]) -> None:
+        for step, scalars in steps:
+            self.run.log(scalars, step=step)
 
     def close(self, failed: bool = False) -> None:
         self.run.finish(exit_code=1 if failed else 0)

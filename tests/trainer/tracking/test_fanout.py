@@ -14,15 +14,17 @@ class Recorder:
         self.name, self.id, self.resumed, self.fail_at = name, f"id-{name}", resumed, fail_at
         self.params: dict[str, str] = {}
         self.logged: list[tuple[int, dict[str, float]]] = []
+        self.calls = 0
         self.closed: bool | None = None
 
     def log_params(self, params: dict[str, str]) -> None:
         self.params = params
 
-    def log(self, step: int, scalars: dict[str, float]) -> None:
-        if step == self.fail_at:
+    def log(self, steps: list[tuple[int, dict[str, float]]]) -> None:
+        self.calls += 1
+        if any(step == self.fail_at for step, _ in steps):
             raise ConnectionError("tracking server away")
-        self.logged.append((step, scalars))
+        self.logged += steps
 
     def close(self, failed: bool = False) -> None:
         self.closed = failed
@@ -34,9 +36,12 @@ def test_a_failing_backend_is_dropped_with_a_warning_and_the_others_get_every_st
     steady, flaky, resumed = Recorder("a"), Recorder("b", fail_at=2), Recorder("c", resumed=True)
     with Tracking([steady, flaky, resumed]) as tracking:
         tracking.log_params({"lr": "0.1"})
-        tracking.log([{"step": 1, "loss": 0.5}, {"step": 2, "loss": 0.4}, {"step": 3, "loss": 0.3}])
-    assert [s for s, _ in steady.logged] == [1, 2, 3] and steady.logged[2][1] == {"train/loss": 0.3}
-    assert [s for s, _ in flaky.logged] == [1] and flaky.closed is None  # dropped: not called again
+        tracking.log([{"step": 1, "loss": 0.5}])
+        tracking.log([{"step": 2, "loss": 0.4}, {"step": 3, "loss": 0.3}])  # one flush: one call a backend
+        tracking.log([{"step": 4, "loss": 0.2}])
+    assert [s for s, _ in steady.logged] == [1, 2, 3, 4] and steady.logged[2][1] == {"train/loss": 0.3}
+    assert steady.calls == 3 and flaky.calls == 2  # dropped at its failure: not called again
+    assert [s for s, _ in flaky.logged] == [1] and flaky.closed is None
     assert steady.params == {"lr": "0.1"} and resumed.params == {}  # a resumed run has its parameters
     assert steady.closed is False and resumed.closed is False
     assert tracking.ids == {"a": "id-a", "b": "id-b", "c": "id-c"}  # the dropped one's run still exists

@@ -5,7 +5,8 @@ that drifts over the minutes touches both alike.
 Printed: each setting's median steady seconds a step over its runs (the first step, with its warm-up, left out:
 the trainer's own `seconds`, which count the reporting of the records flushed before), the ratio of steps a
 second (with / without, of the medians and of each setting's fastest run: on a shared machine the load moves
-the runs more than reporting does; the issue asks >= 0.99), and the reporting's own cost, timed directly:
+the runs more than reporting does; the issue asks >= 0.99), the process's CPU seconds a run (all threads, the
+writers' included: moved far less by other processes), and the reporting's own cost, timed directly:
 `Tracking.log` of one step record, as a share of the fastest step without it.
 
     python bench/report_bench.py                                  # CPU, the tiny model, 3 rounds
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import tempfile
 import time
@@ -34,15 +36,25 @@ from trainer.train import train
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "open.jsonl"
 
 
+def cpu_seconds() -> float:
+    """This process's CPU time so far, every thread's (user + system): what other processes' load moves least."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run(model: Path, out: Path, args: argparse.Namespace, report_to: list[str]) -> list[dict[str, Any]]:
-    """One training of the tiny model; its metrics records."""
+    """One training of the tiny model; its metrics records, the first with the run's CPU seconds (`cpu`)."""
     config = TrainConfig(
         model=str(model), train_files=[str(SAMPLE)], eval_files=[], out_dir=str(out), max_length=args.max_length,
         micro_batch_size=args.micro_batch, epochs=args.epochs, lr=1e-4, progress=False, log_every=args.log_every,
         bf16=False, report_to=report_to, tracking_uri=f"sqlite:///{out.parent / 'mlflow.db'}", seed=0,
     )  # fmt: skip
+    started = cpu_seconds()
     train(config)
-    return [json.loads(line) for line in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    spent = cpu_seconds() - started
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    records[0]["cpu"] = spent
+    return records
 
 
 def steady(records: list[dict[str, Any]]) -> float:
@@ -71,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         root = Path(folder)
         model = init_tiny_model(root / "tiny", args.hidden, args.layers, seed=0)
         per_step: dict[str, list[float]] = {"none": [], "with": []}
+        cpu: dict[str, list[float]] = {"none": [], "with": []}
         order = ["none", "with", "with", "none"]
         last: list[dict[str, Any]] = []
         for n in range(args.rounds):
@@ -79,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 report_to = args.report_with if label == "with" else []
                 last = run(model, root / f"run-{n}-{k}", args, report_to)
                 per_step[label].append(steady(last))
+                cpu[label].append(last[0]["cpu"])
         none, with_ = statistics.median(per_step["none"]), statistics.median(per_step["with"])
         direct = logging_cost(last, args.report_with, root)
     steps = len(last)
@@ -90,6 +104,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     fastest = min(per_step["none"])
     ratio = fastest / min(per_step["with"])
     print(f"  steps a second, with / without: {none / with_:.3f} (medians), {ratio:.3f} (fastest runs)")
+    cpu_none, cpu_with = statistics.median(cpu["none"]), statistics.median(cpu["with"])
+    print(f"  CPU seconds a run (the whole run, start-up included): {cpu_none:.2f} without, {cpu_with:.2f} with: "
+          f"{cpu_none / cpu_with:.3f}")  # fmt: skip
     print(f"  Tracking.log of one step record: {direct * 1e6:.0f} us, {direct / fastest:.2%} of the fastest step")
 
 

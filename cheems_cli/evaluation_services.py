@@ -12,6 +12,7 @@ from cheems_cli.options import (
     DatabaseUrl,
     KafkaBootstrap,
     ListenHost,
+    MetricsPort,
     ScorerToken,
     ScorerTokenFile,
     ScorerUrl,
@@ -94,6 +95,7 @@ def service_eval_worker(
     token_file: ScorerTokenFile = None,
     health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50054,
     host: ListenHost = "127.0.0.1",
+    metrics_port: MetricsPort = -1,
     model_wait: Annotated[
         float,
         typer.Option(
@@ -112,7 +114,7 @@ def service_eval_worker(
     required(scorer_url, "CHEEMS_SCORER_URL")
     required(bootstrap, "CHEEMS_KAFKA_BOOTSTRAP")
     token = secret_option(token, token_file, "--token-file")
-    config = ProcessConfig(health_port=health_port, health_host=host)
+    config = ProcessConfig(health_port=health_port, health_host=host, metrics_port=metrics_port)
     serve_worker(
         bootstrap,
         scorer_url,
@@ -129,6 +131,7 @@ def service_eval_sink(
     db: DatabaseUrl,
     health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50055,
     host: ListenHost = "127.0.0.1",
+    metrics_port: MetricsPort = -1,
     batch_size: Annotated[
         int, typer.Option(min=1, help="Scores per poll: stored in one transaction, committed together.")
     ] = 512,
@@ -140,6 +143,6 @@ def service_eval_sink(
     from evaluator.pipeline.sink import SinkConfig
 
     required(bootstrap, "CHEEMS_KAFKA_BOOTSTRAP")
-    config = ProcessConfig(health_port=health_port, health_host=host)
+    config = ProcessConfig(health_port=health_port, health_host=host, metrics_port=metrics_port)
     sink = SinkConfig(batch_size=batch_size, delay=delay)
     serve_sink(bootstrap, db, config, lambda bound: typer.echo(f"sink: health on :{bound}"), sink, group)

@@ -43,6 +43,12 @@ ListenHost = Annotated[
     str, typer.Option(help="Address to listen on: 127.0.0.1 = this machine only (default); 0.0.0.0 in a pod.")
 ]
 DatabaseUrl = Annotated[str, from_settings("database_url", "SQLAlchemy URL of the store.")]
+MetricsPort = Annotated[
+    int,
+    typer.Option(
+        min=-1, max=65535, help="HTTP port of Prometheus' /metrics, on --host (0 = any free port, -1 = none)."
+    ),
+]
 KafkaBootstrap = Annotated[str, from_settings("kafka_bootstrap", "Kafka bootstrap servers (empty: none or embedded).")]
 ScorerUrl = Annotated[str, from_settings("scorer_url", "host:port of the scorer's gRPC endpoint.")]
 ScorerToken = Annotated[

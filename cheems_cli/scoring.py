@@ -38,6 +38,9 @@ def serve_command(config: ScorerConfig) -> None:
         )
     if config.model:  # a Hub id is fetched (or found in the cache) before anything starts
         config = hub_config(config)
+    from services.observe.tracing import setup_tracing
+
+    setup_tracing("scorer")  # when OTEL_EXPORTER_OTLP_ENDPOINT is set: before its servers and engines start
 
     def announce(server: ScorerServer) -> None:
         http = f"{config.host}:{server.http_port}" if config.http_port >= 0 else "off"

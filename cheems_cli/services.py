@@ -16,6 +16,7 @@ from cheems_cli.options import (
     JudgeModel,
     KafkaBootstrap,
     ListenHost,
+    MetricsPort,
     TlsCert,
     TlsKey,
     clear_errors,
@@ -29,6 +30,16 @@ from cheems_cli.options import (
 service = typer.Typer(help="Run a long-lived service (what the Kubernetes Deployments run).", no_args_is_help=True)
 
 
+@service.callback()
+@clear_errors
+def traced(ctx: typer.Context) -> None:
+    """Every service traces over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set (`services.observe.tracing`), as the
+    service of its command's name."""
+    from services.observe.tracing import setup_tracing
+
+    setup_tracing(ctx.invoked_subcommand or "service")
+
+
 @service.command("ingestion")
 @clear_errors
 def service_ingestion(
@@ -38,12 +49,13 @@ def service_ingestion(
     host: ListenHost = "127.0.0.1",
     tls_cert: TlsCert = "",
     tls_key: TlsKey = "",
+    metrics_port: MetricsPort = -1,
 ) -> None:
     """gRPC cheems.v1.IngestionService with health, until SIGTERM; every call needs an operator's token."""
     from services.ingestion.server import serve
 
     config = listen(port, host, tls_cert, tls_key)
-    serve(db, bootstrap, config, lambda bound: typer.echo(f"ingestion: gRPC {host}:{bound}"))
+    serve(db, bootstrap, config, lambda bound: typer.echo(f"ingestion: gRPC {host}:{bound}"), metrics_port)
 
 
 @service.command("annotation")
@@ -143,6 +155,7 @@ def service_judge(
     seed: Annotated[int, typer.Option(help="Seed of the A/B order of each pair.")] = 0,
     health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50058,
     host: ListenHost = "127.0.0.1",
+    metrics_port: MetricsPort = -1,
 ) -> None:
     """AI judge worker: new samples -> pair tasks -> an OpenAI-compatible LLM judges each pair -> AI
     annotations (the prompt's last one resolves it and publishes its ranking), until SIGTERM."""
@@ -156,7 +169,7 @@ def service_judge(
     judging = JudgeConfig(both_orders=both_orders, concurrency=concurrency, seed=seed)
     try:
         config = JudgeWorkerConfig(model, tuple(ai_sources or ("*",)), judging, retry_every)
-        health = ProcessHealth(port=health_port, host=host)
+        health = ProcessHealth(port=health_port, host=host, metrics_port=metrics_port)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     serve_judge(db, bootstrap, backend, config, health, lambda bound: typer.echo(f"judge: health on :{bound}"))
@@ -228,6 +241,7 @@ def service_training(
     nproc: Annotated[int, typer.Option(min=1, help="Training processes per node: one per GPU.")] = 1,
     port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50057,
     host: ListenHost = "127.0.0.1",
+    metrics_port: MetricsPort = -1,
     namespace: Annotated[str, typer.Option(help="kubernetes: the Jobs' namespace (default: this pod's).")] = "",
     image: Annotated[str, typer.Option(help="kubernetes: the trainer image (default: the Job manifest's).")] = "",
     nodes: Annotated[int, typer.Option(min=1, help="kubernetes: pods per Job (torchrun nodes).")] = 1,
@@ -275,6 +289,7 @@ def service_training(
             nproc=nproc,
             port=port,
             host=host,
+            metrics_port=metrics_port,
             tls_cert=tls_cert,
             tls_key=tls_key,
             namespace=namespace,

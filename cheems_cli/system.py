@@ -60,7 +60,7 @@ def up_command(
     training, the scorer following the registry, score workers, sink and the evaluation API. Every service checks
     its callers' accounts; the operator's token is in DATA_DIR/accounts/operator.token (0600)."""
     from services import hosting
-    from system.plan import OPERATOR_ACCOUNT, SystemConfig, addresses
+    from system.plan import OPERATOR_ACCOUNT, SystemConfig, addresses, metrics_urls
     from system.supervisor import Supervisor
     from system.up import up
 
@@ -80,6 +80,7 @@ def up_command(
         for name, address in addresses(config).items():
             typer.echo(f"  {name:<12} {address}")
         typer.echo(f"  {'leaderboard':<12} http://127.0.0.1:{config.port(hosting.EVALUATION_HTTP_PORT)}/")
+        typer.echo(f"  {'metrics':<12} {metrics_urls(config)['up']} (every process's: cheems status --json)")
         typer.echo(f"  {'operator':<12} token in {config.token_file(OPERATOR_ACCOUNT)} (CHEEMS_TOKEN_FILE)")
 
     up(config, event, ready)
@@ -97,13 +98,15 @@ def status_command(
     """Each service's health, how much each stage holds, and the models with their CheemsBench results, best first
     (what the scorer holds asked with your account's token: --token-file, CHEEMS_TOKEN, or `cheems up`'s operator)."""
     from services.store.db import StoreConfig, create_engine_for
-    from system.plan import SystemConfig, addresses
+    from system.plan import SystemConfig, addresses, metrics_urls
     from system.status import render, status
 
-    services = addresses(SystemConfig(ports_from=ports_from))
+    system = SystemConfig(ports_from=ports_from, judge_url="-")  # the judge's ports too: reported when it answers
+    services = addresses(system)
     services.pop("broker", None)  # not gRPC: its health is the services' that use it
     token = account_token(token_file, services["scorer"])
-    report = status(create_engine_for(StoreConfig(db)), services, timeout, token)
+    engine = create_engine_for(StoreConfig(db))
+    report = status(engine, services, timeout, token, metrics_urls(system), optional=("judge",))
     typer.echo(json.dumps(report, ensure_ascii=False, indent=2) if json_ else render(report))
 
 

@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from prometheus_client import CollectorRegistry
+from sqlalchemy.engine import Engine
 
 from cheems.errors import CheemsError
 from cheems.v1 import evaluation_pb2, evaluation_pb2_grpc
@@ -48,8 +50,11 @@ from evaluator.pipeline.model_runs import ModelEvaluator, ModelRunsConfig
 from evaluator.pipeline.runs import require_model, run_message, start_run
 from services.access import Authenticate, Guard
 from services.bus.client import EventConsumer, Publisher
+from services.bus.metrics import watch_consumers
 from services.grpc_errors import abort
 from services.hosting import EVALUATION_PORT, GrpcHost, HostConfig
+from services.observe.metrics import ReadAtScrape, new_registry
+from services.store.reads import state_counts
 from services.web import HttpServer
 
 log = logging.getLogger(__name__)
@@ -123,17 +128,35 @@ class EvaluationServicer(evaluation_pb2_grpc.EvaluationServiceServicer):
         return run_message(self.engine, run_id)
 
 
-def host(servicer: EvaluationServicer, config: HostConfig, authenticate: Authenticate) -> GrpcHost:
+def host(
+    servicer: EvaluationServicer,
+    config: HostConfig,
+    authenticate: Authenticate,
+    registry: CollectorRegistry | None = None,
+) -> GrpcHost:
     """The servicer on a GrpcHost (health, reflection), serving as soon as it is started; `authenticate`: the
-    accounts callers' tokens are checked against."""
+    accounts callers' tokens are checked against; `registry`: the process's metrics (`evaluation_metrics`)."""
     grpc_host = GrpcHost(
         config,
         lambda server: evaluation_pb2_grpc.add_EvaluationServiceServicer_to_server(servicer, server),
         [SERVICE],
         Guard(authenticate),
+        registry if registry is not None else evaluation_metrics(servicer.engine),
     )
     grpc_host.set_serving(True)
     return grpc_host
+
+
+def evaluation_metrics(engine: Engine) -> CollectorRegistry:
+    """The process's registry: evaluation runs in the store by state (read at each scrape), the model evaluator's
+    and the gate's consumer lag and dead letters, beside the gRPC calls'."""
+    registry = new_registry()
+    registry.register(
+        ReadAtScrape("cheems_eval_runs", "Evaluation runs in the store, by state (running, succeeded, failed)",
+                     lambda: state_counts(engine, "runs"), label="state")
+    )  # fmt: skip
+    watch_consumers(registry)
+    return registry
 
 
 def serve(
@@ -152,12 +175,12 @@ def serve(
     from services.store.db import StoreConfig, create_engine_for
 
     engine = create_engine_for(StoreConfig(db))
-    web = None
+    registry, web = evaluation_metrics(engine), None
     if config.http_port >= 0:  # first: a taken HTTP port stops the process before it connects to anything
-        web = HttpServer(create_app(engine), config.host.host, config.http_port).start()
+        web = HttpServer(create_app(engine, registry=registry), config.host.host, config.http_port).start()
     publisher = Publisher(bootstrap, max_block_ms=10000)  # a StartRun fails within ~10 s when Kafka is down
     servicer = EvaluationServicer(engine, publisher, config.bench_root)
-    grpc_host = host(servicer, config.host, AccountBook(engine)).start()
+    grpc_host = host(servicer, config.host, AccountBook(engine), registry).start()
     stop = threading.Event()
     follower = None
     gate = None

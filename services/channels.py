@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 import grpc
 
 from cheems.errors import InvalidInput
+from services.observe import tracing
 
 KEEPALIVE_MS = 30_000
 KEEPALIVE_TIMEOUT_MS = 10_000
@@ -52,6 +53,7 @@ def open_channel(
         channel = grpc.secure_channel(target, credentials, options=opts)
     else:
         channel = grpc.insecure_channel(target, options=opts)
+    channel = tracing.traced_channel(channel)  # a client span per call while tracing is on
     return grpc.intercept_channel(channel, Bearer(token)) if token else channel
 
 
@@ -108,4 +110,6 @@ class Bearer(
 
 
 def open_aio_channel(target: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Channel:
-    return grpc.aio.insecure_channel(target, options=channel_options(options))
+    return grpc.aio.insecure_channel(
+        target, options=channel_options(options), interceptors=tracing.aio_client_interceptors() or None
+    )

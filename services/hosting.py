@@ -30,8 +30,11 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from prometheus_client import CollectorRegistry
 
 from cheems.errors import InvalidInput, PortInUse
+from services.observe import tracing
+from services.observe.metrics import GrpcServerMetrics, new_registry
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,13 @@ EVALUATION_PORT = 50056
 EVALUATION_HTTP_PORT = 8056  # the leaderboard (pages and JSON) of the evaluation service
 TRAINING_PORT = 50057
 JUDGE_HEALTH_PORT = 50058
+# Prometheus /metrics of the processes without an HTTP port (`--metrics-port`); the others serve it on their HTTP
+# port (SCORER_HTTP_PORT, ANNOTATION_HTTP_PORT, EVALUATION_HTTP_PORT). The gRPC port's last two digits, after 90.
+INGESTION_METRICS_PORT = 9052
+EVAL_WORKER_METRICS_PORT = 9054
+EVAL_SINK_METRICS_PORT = 9055
+TRAINING_METRICS_PORT = 9057
+JUDGE_METRICS_PORT = 9058
 
 # Health service names: readiness is "" (and each hosted service's name), liveness its own name, so a
 # process that is alive but not ready (a model still loading) is taken out of rotation, not restarted.
@@ -165,7 +175,11 @@ def server_credentials(cert: str, key: str) -> grpc.ServerCredentials | None:
 
 class GrpcHost:
     """A gRPC server carrying `register`'s servicers plus health (NOT_SERVING until `set_serving`); `guard`: the
-    interceptor checking each call's account (`services.access.Guard`; a health-only host needs none)."""
+    interceptor checking each call's account (`services.access.Guard`; a health-only host needs none).
+
+    `registry`: the process's Prometheus registry (a new one with the process collectors when not given), where
+    every call is counted and timed (`services.observe.metrics.GrpcServerMetrics`, before the guard: refused calls
+    count too); the process serves it on `/metrics`."""
 
     def __init__(
         self,
@@ -173,11 +187,15 @@ class GrpcHost:
         register: Callable[[grpc.Server], None] | None = None,
         names: Sequence[str] = (),
         guard: grpc.ServerInterceptor | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.config, self.names = config, tuple(names)
+        self.registry = registry if registry is not None else new_registry()
+        interceptors: list[grpc.ServerInterceptor] = [GrpcServerMetrics(self.registry)]
         self.server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=config.workers),
-            interceptors=[guard] if guard is not None else [],
+            # a span per call, then counted (refused calls too), then the account checked
+            interceptors=[i for i in (tracing.server_interceptor(), *interceptors, guard) if i is not None],
             options=SERVER_OPTIONS,
         )
         if register is not None:

@@ -106,6 +106,7 @@ BUS_ENVIRONMENT = {"CHEEMS_KAFKA_IDEMPOTENCE": "false"}
 
 # offsets inside a `ports_from` block, one per standard port
 BROKER_PORT = 9092
+UP_METRICS_PORT = 9050  # `cheems up`'s own /metrics (its restarts)
 OFFSETS = {
     BROKER_PORT: 0,
     hosting.SCORER_GRPC_PORT: 1,
@@ -119,13 +120,20 @@ OFFSETS = {
     hosting.JUDGE_HEALTH_PORT: 9,
     hosting.EVALUATION_HTTP_PORT: 11,
     hosting.ANNOTATION_HTTP_PORT: 12,
+    hosting.INGESTION_METRICS_PORT: 13,
+    hosting.EVAL_WORKER_METRICS_PORT: 14,
+    hosting.EVAL_SINK_METRICS_PORT: 15,
+    hosting.TRAINING_METRICS_PORT: 16,
+    hosting.JUDGE_METRICS_PORT: 17,
+    UP_METRICS_PORT: 18,
 }
 
 
 @dataclass(frozen=True)
 class Process:
     """One supervised process: `args` after `cheems`; health on `port` (gRPC health; "tcp" = a TCP connect);
-    `once` = a step that must exit 0 before the next starts (migrations), never restarted."""
+    `once` = a step that must exit 0 before the next starts (migrations), never restarted; `metrics`: the HTTP
+    port of its Prometheus /metrics (0 = none)."""
 
     name: str
     args: tuple[str, ...]
@@ -133,6 +141,7 @@ class Process:
     health: str = "grpc"  # "grpc" | "tcp" | "none"
     once: bool = False
     start_timeout: float = 120.0
+    metrics: int = 0
 
 
 def plan(config: SystemConfig) -> list[Process]:
@@ -146,10 +155,12 @@ def plan(config: SystemConfig) -> list[Process]:
         Process("migrations", ("db", "upgrade", "--db", db), once=True, health="none"),
         *([Process("base-model", ("init-model", "--out", str(config.model)), once=True, health="none")]
           if config.make_base_model else []),
-        _grpc("ingestion", ("service", "ingestion", *store_bus), p(hosting.INGESTION_PORT)),
+        _grpc("ingestion", ("service", "ingestion", *store_bus), p(hosting.INGESTION_PORT),
+              _metrics(p(hosting.INGESTION_METRICS_PORT))),
         _grpc("annotation", ("service", "annotation", *store_bus, "--human-sources", config.human_sources,
                              "--http-port", str(p(hosting.ANNOTATION_HTTP_PORT)),
-                             "--export-dir", str(config.data_dir / "exports")), p(hosting.ANNOTATION_PORT)),
+                             "--export-dir", str(config.data_dir / "exports")), p(hosting.ANNOTATION_PORT),
+              metrics=p(hosting.ANNOTATION_HTTP_PORT)),
     ]  # fmt: skip
     if config.judge_url:
         processes.append(_judge(config, store_bus))
@@ -166,25 +177,36 @@ def plan(config: SystemConfig) -> list[Process]:
         evaluation += [a for b in config.bench for a in ("--evaluate-models", b.name)]
         evaluation += ["--promotion", config.promotion]
     processes += [
-        _grpc("training", tuple(training), p(hosting.TRAINING_PORT)),
-        Process("scorer", tuple(serve), p(hosting.SCORER_GRPC_PORT), start_timeout=300.0),
+        _grpc("training", tuple(training), p(hosting.TRAINING_PORT), _metrics(p(hosting.TRAINING_METRICS_PORT))),
+        Process("scorer", tuple(serve), p(hosting.SCORER_GRPC_PORT), start_timeout=300.0,
+                metrics=p(hosting.SCORER_HTTP_PORT)),
         _health("eval-worker", ("service", "eval-worker", "--scorer-url", scorer, "--bootstrap", bootstrap,
                                 "--token-file", str(config.token_file(WORKER_ACCOUNT))),
-                p(hosting.EVAL_WORKER_HEALTH_PORT)),
-        _health("eval-sink", ("service", "eval-sink", *store_bus), p(hosting.EVAL_SINK_HEALTH_PORT)),
-        _grpc("evaluation", tuple(evaluation), p(hosting.EVALUATION_PORT)),
+                p(hosting.EVAL_WORKER_HEALTH_PORT), _metrics(p(hosting.EVAL_WORKER_METRICS_PORT))),
+        _health("eval-sink", ("service", "eval-sink", *store_bus), p(hosting.EVAL_SINK_HEALTH_PORT),
+                _metrics(p(hosting.EVAL_SINK_METRICS_PORT))),
+        _grpc("evaluation", tuple(evaluation), p(hosting.EVALUATION_PORT), metrics=p(hosting.EVALUATION_HTTP_PORT)),
     ]  # fmt: skip
     return [replace(pr, args=pr.args + tuple(config.extra.get(pr.name, ()))) for pr in processes]
 
 
-def _grpc(name: str, args: tuple[str, ...], port: int) -> Process:
-    """A gRPC service listening on `port` (`--port`), health on the same port."""
-    return Process(name, (*args, "--port", str(port)), port)
+def _grpc(name: str, args: tuple[str, ...], port: int, more: tuple[str, ...] = (), metrics: int = 0) -> Process:
+    """A gRPC service listening on `port` (`--port`), health on the same port; `more`: `_metrics(port)` where it
+    serves /metrics on a port of its own, else `metrics`: the HTTP port it serves /metrics on."""
+    return Process(name, (*args, "--port", str(port), *more), port, metrics=metrics or _metrics_port(more))
 
 
-def _health(name: str, args: tuple[str, ...], port: int) -> Process:
-    """A consumer with a health-only gRPC port (`--health-port`)."""
-    return Process(name, (*args, "--health-port", str(port)), port)
+def _health(name: str, args: tuple[str, ...], port: int, more: tuple[str, ...] = ()) -> Process:
+    """A consumer with a health-only gRPC port (`--health-port`); `more` as `_grpc`'s."""
+    return Process(name, (*args, "--health-port", str(port), *more), port, metrics=_metrics_port(more))
+
+
+def _metrics(port: int) -> tuple[str, ...]:
+    return ("--metrics-port", str(port))
+
+
+def _metrics_port(more: tuple[str, ...]) -> int:
+    return int(more[more.index("--metrics-port") + 1]) if "--metrics-port" in more else 0
 
 
 def _judge(config: SystemConfig, store_bus: tuple[str, ...]) -> Process:
@@ -194,9 +216,17 @@ def _judge(config: SystemConfig, store_bus: tuple[str, ...]) -> Process:
         args += ("--api-key-file", config.judge_key_file)
     if config.judge_both_orders:
         args += ("--both-orders",)
-    return _health("judge", args, config.port(hosting.JUDGE_HEALTH_PORT))
+    return _health(
+        "judge", args, config.port(hosting.JUDGE_HEALTH_PORT), _metrics(config.port(hosting.JUDGE_METRICS_PORT))
+    )
 
 
 def addresses(config: SystemConfig) -> dict[str, str]:
     """Where a client finds each service of this system (what `cheems status` probes)."""
     return {pr.name: f"127.0.0.1:{pr.port}" for pr in plan(config) if pr.port}
+
+
+def metrics_urls(config: SystemConfig) -> dict[str, str]:
+    """Where Prometheus scrapes each process of this system, `cheems up`'s own ("up") included."""
+    urls = {pr.name: f"http://127.0.0.1:{pr.metrics}/metrics" for pr in plan(config) if pr.metrics}
+    return {**urls, "up": f"http://127.0.0.1:{config.port(UP_METRICS_PORT)}/metrics"}

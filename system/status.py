@@ -4,6 +4,7 @@
     print(render(report))        # or json.dumps(report): the `--json` shape below
 
     {"services": {name: "SERVING" | "NOT_SERVING" | "UNREACHABLE"},
+     "metrics": {name: "http://host:port/metrics"},   # where Prometheus scrapes each process (`cheems up`'s: "up")
      "served": [{"model_id", "dtype", "backend", "default", "in_flight"}] | "why not",  # the scorer's models now
      "samples": int, "annotations": int, "rankings": int, "trainings": int,
      "rule_filtered": {"<rule><threshold>": int},   # responses the rule filter kept out of annotation
@@ -22,7 +23,7 @@ null for datasets stored before the store's revision 0009). `tracking` is where 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -37,12 +38,24 @@ from system.supervisor import grpc_health
 RUN_STATES = {"running": "running", "succeeded": "done", "failed": "failed"}
 
 
-def status(engine: Engine | None, services: Mapping[str, str], timeout: float = 2.0, token: str = "") -> dict[str, Any]:
+def status(
+    engine: Engine | None,
+    services: Mapping[str, str],
+    timeout: float = 2.0,
+    token: str = "",
+    metrics: Mapping[str, str] | None = None,
+    optional: Collection[str] = (),
+) -> dict[str, Any]:
     """Health of each service (probed together) and, with an engine, what the store holds; `token`: the account
-    the scorer is asked what it holds with (health needs none)."""
+    the scorer is asked what it holds with (health needs none); `metrics`: each process's /metrics URL
+    (`system.plan.metrics_urls`); `optional`: services that run only when configured (the AI judge), left out of
+    the report, metrics URL included, when they do not answer."""
     with ThreadPoolExecutor(max_workers=max(1, len(services))) as pool:
         health = dict(zip(services, pool.map(lambda a: grpc_health(a, timeout), services.values()), strict=True))
-    report: dict[str, Any] = {"services": health}
+    absent = {name for name in optional if health.get(name) == "UNREACHABLE"}
+    health = {name: state for name, state in health.items() if name not in absent}
+    urls = {name: url for name, url in (metrics or {}).items() if name not in absent}
+    report: dict[str, Any] = {"services": health, "metrics": urls}
     if health.get("scorer") == "SERVING":
         report["served"] = served_models(services["scorer"], timeout, token)
     if engine is not None:

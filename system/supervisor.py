@@ -33,11 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from prometheus_client import CollectorRegistry, Counter
+
 from cheems import processes
 from cheems.credentials import open_private, private_folder
 from cheems.errors import Unavailable
 from cheems.processes import ports
 from cheems.processes.parent import spawn
+from services.observe.metrics import new_registry
 from system.plan import Process
 
 log = logging.getLogger(__name__)
@@ -82,9 +85,18 @@ class Supervisor:
         config: SupervisorConfig | None = None,
         stop: threading.Event | None = None,
         environment: Mapping[str, str] | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
-        """`environment`: variables every child gets (and what it starts, unless that replaces its environment)."""
+        """`environment`: variables every child gets (and what it starts, unless that replaces its environment);
+        `registry`: where the restarts are counted (`cheems_up_restarts_total{process}`)."""
         self.children = [Child(p) for p in processes]
+        self.restarts = Counter(
+            "cheems_up_restarts", "Restarts of a supervised process after it exited", ["process"],
+            registry=registry if registry is not None else new_registry(),
+        )  # fmt: skip
+        for child in self.children:
+            if not child.process.once:
+                self.restarts.labels(child.process.name)  # shown from the start, at 0
         self.environment = dict(environment or {})
         self.stopping = stop or threading.Event()  # set: starting gives up, watching ends
         self.log_dir, self.config = private_folder(Path(log_dir)), config or SupervisorConfig()  # 0700, logs 0600
@@ -235,6 +247,7 @@ class Supervisor:
             if self.stopping.wait(pause):
                 return
             child.restarts.append(time.monotonic())
+            self.restarts.labels(name).inc()
             if not self._port_held(child):
                 self._spawn(child)
                 return

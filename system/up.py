@@ -23,8 +23,17 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 from cheems.credentials import private_file, private_folder, write_private
+from services.observe.metrics import new_registry, serve_metrics
 from system.accounts import provision
-from system.plan import ACCOUNTS, BUS_ENVIRONMENT, OPERATOR_ACCOUNT, SystemConfig, addresses, plan
+from system.plan import (
+    ACCOUNTS,
+    BUS_ENVIRONMENT,
+    OPERATOR_ACCOUNT,
+    UP_METRICS_PORT,
+    SystemConfig,
+    addresses,
+    plan,
+)
 from system.supervisor import OnEvent, Supervisor, SupervisorConfig
 from system.takeover import claim
 
@@ -62,8 +71,13 @@ def up(
     with claim(config.data_dir, on_event, supervisor.grace) as environment:
         config = prepare(config)
         environment = {**environment, **BUS_ENVIRONMENT}
-        with Supervisor(plan(config), config.data_dir / "logs", supervisor, stop, environment) as system:
-            system.start(on_event)
-            if on_ready is not None:
-                on_ready(system)
-            system.run()
+        registry = new_registry()  # its own /metrics: the supervisor's process, restarts per process
+        exporter = serve_metrics(registry, "127.0.0.1", config.port(UP_METRICS_PORT))
+        try:
+            with Supervisor(plan(config), config.data_dir / "logs", supervisor, stop, environment, registry) as system:
+                system.start(on_event)
+                if on_ready is not None:
+                    on_ready(system)
+                system.run()
+        finally:
+            exporter.close()

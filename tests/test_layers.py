@@ -41,9 +41,11 @@ FLOORS = {
 }
 # (importer prefix, imported prefix) pairs allowed on the same floor across packages
 SIDEWAYS = {
+    ("services", "services.observe"),  # every service's logs, metrics and traces (observe imports only the ground)
     ("services.annotation", "services.scorer.client"),  # distant supervision calls the scorer
     ("trainer", "evaluator"),  # evaluation during training
     ("services.access", "services.grpc_errors"),  # a refused call ends through the error tree's gRPC edge
+    ("services.hosting", "services.observe"),  # every server counts its calls (services.observe.metrics)
 }
 
 

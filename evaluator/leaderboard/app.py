@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from prometheus_client import CollectorRegistry
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -54,6 +55,7 @@ from evaluator.leaderboard.comparison import compare, comparison_json
 from evaluator.leaderboard.pages import leaderboard_page, model_page, nav
 from evaluator.leaderboard.standings import leaderboard_json, model_json, model_view, standings
 from evaluator.leaderboard.words import WORDS
+from services.observe.metrics import metrics_app
 from services.web import (
     SecureHeaders,
     escape,
@@ -111,9 +113,10 @@ def limit_of(request: Request) -> int:
     return int(raw)
 
 
-def create_app(engine: Engine, cache: BenchCache | None = None) -> ASGIApp:
+def create_app(engine: Engine, cache: BenchCache | None = None, registry: CollectorRegistry | None = None) -> ASGIApp:
     """The leaderboard's pages and JSON over the store `engine` (bench files read through `cache`), every reply
-    with the pages' security headers (services.web.headers)."""
+    with the pages' security headers (services.web.headers); with `registry`, Prometheus' `/metrics` of the
+    process."""
     bench_cache = cache or SharedCache()
 
     def html(request: Request, page: str) -> HTMLResponse:
@@ -186,6 +189,7 @@ def create_app(engine: Engine, cache: BenchCache | None = None) -> ASGIApp:
         *admin_routes(engine, model_id_of),
         static_mount(),
         static_mount("/static/leaderboard", STATIC),
+        *([Route("/metrics", metrics_app(registry))] if registry is not None else []),
     ]
     handlers: dict[Any, Any] = {kind: error_reply for kind in (CheemsError, HTTPException, *STORE_DOWN, Exception)}
     return SecureHeaders(Starlette(routes=routes, exception_handlers=handlers))

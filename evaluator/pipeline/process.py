@@ -19,13 +19,18 @@ import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.registry import Collector
 
 from evaluator.errors import WorkerStopped
 from evaluator.pipeline.sink import SINK_GROUP, ResultSink, SinkConfig
 from evaluator.pipeline.worker import WORKER_GROUP, ScoreWorker, WorkerConfig
 from services.bus.client import EventConsumer
+from services.bus.metrics import watch_consumers
 from services.hosting import GrpcHost, Heartbeat, HostConfig
+from services.observe.metrics import ReadAtScrape, new_registry, serve_metrics
 from services.store.db import StoreConfig, create_engine_for
 
 log = logging.getLogger(__name__)
@@ -35,15 +40,19 @@ OnReady = Callable[[int], None]  # called with the bound health port once it ser
 @dataclass(frozen=True)
 class ProcessConfig:
     """health_port: gRPC health port (-1 = none, 0 = any free port); health_host: its address
-    (0.0.0.0 in a pod); stale_after: seconds without a poll before health turns NOT_SERVING."""
+    (0.0.0.0 in a pod); stale_after: seconds without a poll before health turns NOT_SERVING; metrics_port: HTTP
+    port of Prometheus' /metrics on health_host (-1 = none, 0 = any free port)."""
 
     health_port: int = -1
     health_host: str = "127.0.0.1"
     stale_after: float = 600.0
+    metrics_port: int = -1
 
     def __post_init__(self) -> None:
         if not -1 <= self.health_port <= 65535:
             raise ValueError(f"health_port must be -1 (none) or in 0..65535, got {self.health_port}")
+        if not -1 <= self.metrics_port <= 65535:
+            raise ValueError(f"metrics_port must be -1 (none) or in 0..65535, got {self.metrics_port}")
         if self.stale_after <= 0:
             raise ValueError(f"stale_after must be > 0, got {self.stale_after}")
 
@@ -55,15 +64,26 @@ class Consuming(Protocol):
 
 
 def run_until_signal(
-    role: str, make: Callable[[threading.Event], Consuming], config: ProcessConfig, on_ready: OnReady | None = None
+    role: str,
+    make: Callable[[threading.Event], Consuming],
+    config: ProcessConfig,
+    on_ready: OnReady | None = None,
+    measure: Callable[[Any], Collector] | None = None,
 ) -> None:
     """Build the consumer with `make(stop)`, poll it until SIGTERM/SIGINT sets `stop`, then close it and the
-    health host."""
+    health host. `/metrics` (config.metrics_port): the process's, the consumer's lag and dead letters, and what
+    `measure(consumer)` reads from it."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     consuming = make(stop)
-    host, on_poll = _health(role, config, stop) if config.health_port >= 0 else (None, None)
+    registry = new_registry()
+    watch_consumers(registry)
+    if measure is not None:
+        registry.register(measure(consuming))
+    port = config.metrics_port
+    exporter = serve_metrics(registry, config.health_host, port) if port >= 0 else None
+    host, on_poll = _health(role, config, stop, registry) if config.health_port >= 0 else (None, None)
     if host is not None and on_ready is not None:
         on_ready(host.port)
     try:
@@ -74,13 +94,17 @@ def run_until_signal(
         consuming.close()  # leaves the group at once, so the partitions move without a session timeout
         if host is not None:
             host.stop(0)
+        if exporter is not None:
+            exporter.close()
     log.info("%s stopped", role)
 
 
-def _health(role: str, config: ProcessConfig, stop: threading.Event) -> tuple[GrpcHost, Callable[[], None]]:
+def _health(
+    role: str, config: ProcessConfig, stop: threading.Event, registry: CollectorRegistry
+) -> tuple[GrpcHost, Callable[[], None]]:
     """A health-only gRPC host, SERVING while the heartbeat is fresh; returns it and the beat to call per poll."""
     host_config = HostConfig(port=config.health_port, host=config.health_host, workers=2)
-    host = GrpcHost(host_config, names=[f"cheems.evaluator.{role}"]).start()
+    host = GrpcHost(host_config, names=[f"cheems.evaluator.{role}"], registry=registry).start()
     heartbeat = Heartbeat(host, config.stale_after)
     heartbeat.beat()
     heartbeat.watch(stop)
@@ -118,4 +142,12 @@ def serve_sink(
     def make(stop: threading.Event) -> ResultSink:
         return ResultSink(bootstrap, create_engine_for(StoreConfig(db)), sink, group or SINK_GROUP)
 
-    run_until_signal("sink", make, config or ProcessConfig(), on_ready)
+    run_until_signal("sink", make, config or ProcessConfig(), on_ready, items_scored)
+
+
+def items_scored(sink: ResultSink) -> Collector:
+    """`cheems_eval_items_scored_total`: the bench items whose scores this sink stored."""
+    return ReadAtScrape(
+        "cheems_eval_items_scored", "Evaluation items whose scores this sink stored", lambda: sink.stats.stored,
+        kind="counter",
+    )  # fmt: skip

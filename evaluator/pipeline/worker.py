@@ -27,6 +27,7 @@ outlast the group's poll interval without the partitions moving to another worke
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -196,7 +197,8 @@ class ScoreWorker:
 
     def _ask_batch(self, chunk: list[Delivery]) -> Future[list[reward_pb2.ScoreResponse]]:
         self.stats.calls += 1
-        return self._calls.submit(self.client.score_batch, [d.event.request for d in chunk])
+        traced = contextvars.copy_context()  # in the batch's trace: the call's span is the consumer span's child
+        return self._calls.submit(traced.run, self.client.score_batch, [d.event.request for d in chunk])
 
     def _answer(self, chunk: list[Delivery], call: Future[list[reward_pb2.ScoreResponse]]) -> None:
         """Publish the call's scores; a call the scorer refused as a whole is asked again one request at a time."""
@@ -214,7 +216,7 @@ class ScoreWorker:
         answered, waiting = match_replies(chunk, replies)
         for delivery, reply in answered:
             if not self._skipped(delivery):  # its run may have been given up on since the call was made
-                self._publish(delivery.key, score_event(delivery.event, list(reply.scores), reply.model))
+                self._publish(delivery, score_event(delivery.event, list(reply.scores), reply.model))
         for delivery in waiting:  # their run's model is not served yet: wait for it one request at a time
             self._handle_one(delivery)
 
@@ -232,14 +234,14 @@ class ScoreWorker:
         try:
             reply = self.score(event)
         except WrongModel as e:
-            self._give_up(key, event, str(e))
+            self._give_up(delivery, str(e))
             return
         except grpc.RpcError as e:
             if not refused(e.code(), error_reason(e)):
                 raise
-            self._give_up(key, event, f"the scorer at {self.scorer_url} refused {key}: {e.code().name}: {e.details()}")
+            self._give_up(delivery, f"the scorer at {self.scorer_url} refused {key}: {e.code().name}: {e.details()}")
             return
-        self._publish(key, score_event(event, list(reply.scores), reply.model))
+        self._publish(delivery, score_event(event, list(reply.scores), reply.model))
 
     def _skipped(self, delivery: Delivery) -> bool:
         run_id = delivery.event.run_id
@@ -247,10 +249,10 @@ class ScoreWorker:
             log.debug("skipping %s of run %s: %s", delivery.key, run_id, self.abandoned[run_id])
         return run_id in self.abandoned
 
-    def _give_up(self, key: str, event: Any, reason: str) -> None:
+    def _give_up(self, delivery: Delivery, reason: str) -> None:
         """No scores for the request but an event saying why (the sink fails the run); skip the run's others."""
-        self._abandon(event.run_id, reason)
-        self._publish(key, score_event(event, error=reason))
+        self._abandon(delivery.event.run_id, reason)
+        self._publish(delivery, score_event(delivery.event, error=reason))
 
     def score(self, event: Any) -> reward_pb2.ScoreResponse:
         """The scorer's reply to the request, from the run's model when it names one; WrongModel after model_wait.
@@ -350,11 +352,12 @@ class ScoreWorker:
         while len(self.abandoned) > ABANDONED_KEPT:
             self.abandoned.popitem(last=False)
 
-    def _publish(self, key: str, event: events_pb2.ScoreEvent) -> None:
-        """Hand the score to the producer; `handle_batch` flushes the batch's scores once, at its end."""
+    def _publish(self, request: Delivery, event: events_pb2.ScoreEvent) -> None:
+        """Hand the request's score to the producer (in the request's trace); `handle_batch` flushes the batch's
+        scores once, at its end."""
         started = time.perf_counter()
         try:
-            self._sent.append(self.publisher.publish(topics.SCORES, key, event))
+            self._sent.append(self.publisher.publish(topics.SCORES, request.key, event, request.context))
         except KafkaError as e:  # no metadata within max_block_ms: the broker is away
             self._not_published(len(self._sent) + 1, e)
         finally:

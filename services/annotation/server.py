@@ -40,6 +40,7 @@ from services.annotation.config import TaskConfig
 from services.annotation.events import BrokerUnavailable
 from services.annotation.exports import ExportConfig
 from services.annotation.intake import IntakeConfig, IntakeLoop, SampleIntake
+from services.annotation.metrics import annotation_metrics
 from services.annotation.service import AnnotationService, OpenTask
 from services.annotation.submission import Submission, assigns, attribute, listed_for, submit
 from services.annotation.web.app import create_app
@@ -221,6 +222,7 @@ def servicer_host(
         lambda server: server.add_generic_rpc_handlers((checked_handler(servicer, descriptor),)),
         [SERVICE],
         Guard(authenticate),
+        annotation_metrics(service),
     )
     grpc_host.set_serving(True)
     return grpc_host
@@ -261,7 +263,7 @@ def serve(
     grpc_host = servicer_host(service, config, AccountBook(engine), lease).start()
     http = None
     if http_port >= 0:
-        http = HttpServer(create_app(Workbench(service, web)), config.host, http_port).start()
+        http = HttpServer(create_app(Workbench(service, web), grpc_host.registry), config.host, http_port).start()
     loop = None
     if samples is not None:
         heartbeat = Heartbeat(grpc_host, intake.stale_after, readiness=False)

@@ -123,6 +123,7 @@ class AnnotationService:
     ) -> None:
         self.engine, self.tasks = engine, tasks or TaskConfig()
         self.exports = exports or ExportConfig()
+        self.stored = dict.fromkeys(("human", "ai"), 0)  # annotations stored by this process, by kind (/metrics)
         self.relay: EventRelay | None = None
         if publisher is not None:
             self.relay = EventRelay(
@@ -187,6 +188,7 @@ class AnnotationService:
                 if task_id:
                     self._close(session, prompt_id, task_id)
         if created:
+            self.stored[kind] = self.stored.get(kind, 0) + 1
             self._kick()
         return created
 

@@ -37,6 +37,7 @@ from kafka.errors import CommitFailedError, KafkaError
 
 from cheems import errors
 from cheems.settings import Settings
+from services.bus import metrics, spans
 from services.bus.codec import BadMessage, decode, encode
 from services.bus.security import KafkaSecurity, connection_kwargs
 from services.bus.topics import dead_letter
@@ -66,6 +67,7 @@ class Delivery(NamedTuple):
     topic: str
     key: str
     event: Message
+    context: Any = None  # the trace context its handling goes on in (`services.bus.spans`), None: the current one
 
 
 BatchHandler = Callable[[list[Delivery]], None]  # a polled batch's events, in the order polled
@@ -120,10 +122,15 @@ class Publisher:
                 self._producer = KafkaProducer(**self._settings, **options)
             return self._producer
 
-    def publish(self, topic: str, key: str, event: Message) -> Any:
-        """Send asynchronously; returns kafka-python's future (`.get(timeout)` waits for the broker's ack)."""
+    def publish(self, topic: str, key: str, event: Message, context: Any = None) -> Any:
+        """Send asynchronously; returns kafka-python's future (`.get(timeout)` waits for the broker's ack).
+
+        The record carries the W3C trace context of its PRODUCER span, the child of `context` (an OpenTelemetry
+        Context, default the current one): `services.bus.spans`."""
         encoded = encode(topic, event)
-        return self.producer.send(topic, key=key.encode(), value=encoded.value, headers=encoded.headers)
+        with spans.sending(topic, key, context) as traced:
+            headers = [*encoded.headers, *traced]
+            return self.producer.send(topic, key=key.encode(), value=encoded.value, headers=headers)
 
     def send_raw(self, topic: str, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]) -> Any:
         """Send the bytes as they are; returns kafka-python's future, as `publish` does."""
@@ -256,6 +263,8 @@ class EventConsumer:
         )
         self.membership = Membership()
         self.consumer.subscribe(topics=list(topics), listener=self.membership)
+        self.group, self.lag, self.dead_letters_by_topic = group, metrics.Lag(), dict[str, int]()  # /metrics
+        metrics.report(self)
         self.handler, self.batch_handler = handler, batch_handler
         self.dead_letters = dead_letters or Publisher(bootstrap, security=security)
         self._owns_dead_letters = dead_letters is None
@@ -294,6 +303,7 @@ class EventConsumer:
         started = time.perf_counter()
         records = [r for batch in self.consumer.poll(timeout_ms=timeout_ms).values() for r in batch]
         polled = time.perf_counter() - started
+        self.lag = metrics.consumer_lag(self.consumer)
         if joining:
             stats.join_s += polled
         elif records:
@@ -307,10 +317,10 @@ class EventConsumer:
         stats, started = self.stats, time.perf_counter()
         stats.batches += 1
         self._dead_sent = []
-        deliveries = [d for d in map(self._decode, records) if d is not None]
+        decoded_records = [(r, d) for r in records if (d := self._decode(r)) is not None]
         decoded = time.perf_counter()
         stats.decode_s += decoded - started
-        self._dispatch(deliveries)
+        self._dispatch(decoded_records)
         handled = time.perf_counter()
         stats.handle_s += handled - decoded
         sent, self._dead_sent = self._dead_sent, []
@@ -343,15 +353,18 @@ class EventConsumer:
                     error)  # fmt: skip
         time.sleep(self._pause)
 
-    def _dispatch(self, deliveries: list[Delivery]) -> None:
+    def _dispatch(self, decoded: list[tuple[Any, Delivery]]) -> None:
+        """Hand the events over, each handled in its trace (a CONSUMER span: `services.bus.spans`)."""
         if self.batch_handler is not None:
-            if deliveries:
-                self.batch_handler(deliveries)
-                self.stats.handled += len(deliveries)
+            if decoded:
+                with spans.processing_batch([r for r, _ in decoded], self.group) as contexts:
+                    self.batch_handler([d._replace(context=c) for (_, d), c in zip(decoded, contexts, strict=True)])
+                self.stats.handled += len(decoded)
             return
         assert self.handler is not None  # one of the two is set (__init__)
-        for delivery in deliveries:
-            self.handler(*delivery)
+        for record, delivery in decoded:
+            with spans.processing(record, self.group):
+                self.handler(delivery.topic, delivery.key, delivery.event)
             self.stats.handled += 1
 
     def _decode(self, record: Any) -> Delivery | None:
@@ -368,6 +381,7 @@ class EventConsumer:
                 self._dead_letters_failed(1, error)
             self._dead_sent.append(sent)
             self.stats.dead_lettered += 1
+            self.dead_letters_by_topic[record.topic] = self.dead_letters_by_topic.get(record.topic, 0) + 1
             return None
 
     def run(self, stop: threading.Event, on_poll: Callable[[], None] | None = None) -> None:
@@ -378,6 +392,7 @@ class EventConsumer:
                 on_poll()
 
     def close(self) -> None:
+        metrics.forget(self)
         self.consumer.close()
         if self._owns_dead_letters:
             self.dead_letters.close(timeout=10)

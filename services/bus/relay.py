@@ -20,7 +20,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from google.protobuf.message import Message
 from kafka.errors import KafkaError
@@ -28,6 +28,7 @@ from kafka.errors import KafkaError
 from cheems import errors
 from services.bus import topics
 from services.bus.client import Publisher
+from services.observe import tracing
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,10 @@ class Pending(Protocol):
     def key(self) -> str: ...
     @property
     def value(self) -> bytes: ...
+    @property
+    def trace_context(self) -> dict[str, str]:
+        """The W3C trace context the change was made in ({} untraced): the event is sent as its child."""
+        ...
 
 
 class Outbox(Protocol):
@@ -149,7 +154,7 @@ class EventRelay:
 
     def _send(self, events: Sequence[Pending]) -> None:
         try:
-            sent = [self.publisher.publish(e.topic, e.key, _decoded(e)) for e in events]
+            sent = [self.publisher.publish(e.topic, e.key, _decoded(e), _context(e)) for e in events]
             self.publisher.confirm(sent, timeout=self.config.ack_timeout)  # flushed now, not after linger_ms
         except KafkaError as e:
             self.publisher.renew()  # before the claim ends: nothing of this batch reaches the broker later
@@ -158,3 +163,8 @@ class EventRelay:
 
 def _decoded(event: Pending) -> Message:
     return topics.PAYLOADS[event.topic].FromString(event.value)
+
+
+def _context(event: Pending) -> Any:
+    """The trace context the event was queued in: its send span's parent."""
+    return tracing.extract([(k, v.encode()) for k, v in event.trace_context.items()])

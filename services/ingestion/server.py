@@ -15,6 +15,7 @@ from typing import Any
 
 import grpc
 from google.protobuf.json_format import MessageToDict
+from prometheus_client import CollectorRegistry, Counter
 
 from cheems.errors import FormatError
 from cheems.v1 import common_pb2, ingestion_pb2, ingestion_pb2_grpc
@@ -22,6 +23,7 @@ from services.access import Authenticate, Guard
 from services.hosting import GrpcHost, HostConfig
 from services.ingestion.records import RecordError, SampleRecord, parse_sample
 from services.ingestion.service import IngestionService
+from services.observe.metrics import new_registry, serve_metrics
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +43,19 @@ def record_from_proto(record: ingestion_pb2.IngestRecord, index: int) -> SampleR
     return dataclasses.replace(parse_sample(raw, "stream", line), source=sample.source)
 
 
+RESULTS = ("stored", "duplicate", "rejected")
+
+
 class IngestionServicer(ingestion_pb2_grpc.IngestionServiceServicer):
-    def __init__(self, service: IngestionService) -> None:
+    def __init__(self, service: IngestionService, registry: CollectorRegistry | None = None) -> None:
         self.service = service
+        registry = registry if registry is not None else new_registry()
+        self.records = Counter(
+            "cheems_ingest_records", "Records ingested over gRPC, by what became of them: stored, duplicate "
+            "(the same prompt was stored before), rejected (invalid)", ["result"], registry=registry,
+        )  # fmt: skip
+        for result in RESULTS:
+            self.records.labels(result)  # every result shown from the start, at 0
 
     def Ingest(self, request_iterator: Iterator[Any], context: grpc.ServicerContext) -> Any:
         samples: list[SampleRecord] = []
@@ -54,6 +66,8 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionServiceServicer):
             except FormatError as e:
                 errors.append(RecordError(record.line or index, e.field or "", e.message))
         summary = self.service.ingest(samples, errors)
+        for result, count in zip(RESULTS, (summary.stored, summary.duplicates, summary.rejected), strict=True):
+            self.records.labels(result).inc(count)
         return ingestion_pb2.IngestSummary(
             received=summary.received,
             stored=summary.stored,
@@ -75,20 +89,30 @@ SERVICE = "cheems.v1.IngestionService"
 
 def host(service: IngestionService, config: HostConfig, authenticate: Authenticate) -> GrpcHost:
     """The servicer on a GrpcHost (health, reflection), serving as soon as it is started; `authenticate`: the
-    accounts its callers' tokens are checked against (`services.store.accounts.AccountBook`)."""
-    servicer = IngestionServicer(service)
+    accounts its callers' tokens are checked against (`services.store.accounts.AccountBook`). Its metrics (the
+    calls', the records') are in `grpc_host.registry`."""
+    registry = new_registry()
+    servicer = IngestionServicer(service, registry)
     grpc_host = GrpcHost(
         config,
         lambda server: ingestion_pb2_grpc.add_IngestionServiceServicer_to_server(servicer, server),
         [SERVICE],
         Guard(authenticate),
+        registry,
     )
     grpc_host.set_serving(True)
     return grpc_host
 
 
-def serve(db: str, bootstrap: str, config: HostConfig, on_ready: Callable[[int], None] | None = None) -> None:
-    """`cheems service ingestion`: migrate-free (run `cheems db upgrade` first), until SIGTERM.
+def serve(
+    db: str,
+    bootstrap: str,
+    config: HostConfig,
+    on_ready: Callable[[int], None] | None = None,
+    metrics_port: int = -1,
+) -> None:
+    """`cheems service ingestion`: migrate-free (run `cheems db upgrade` first), until SIGTERM; `/metrics` on
+    `metrics_port` (HTTP, on config.host; -1 = none).
 
     With `bootstrap`, stored samples' events are relayed from the store's outbox (a thread); the service starts and
     answers while the broker is away (the events wait). `on_ready(port)` runs once the server listens (the port
@@ -103,13 +127,17 @@ def serve(db: str, bootstrap: str, config: HostConfig, on_ready: Callable[[int],
     publisher = Publisher(bootstrap, max_block_ms=int(relay.ack_timeout * 1000), connect=False) if bootstrap else None
     engine = create_engine_for(StoreConfig(db))
     service = IngestionService(engine, publisher, source="grpc", relay=relay)
-    grpc_host = host(service, config, AccountBook(engine)).start()
+    grpc_host = host(service, config, AccountBook(engine))
+    exporter = serve_metrics(grpc_host.registry, config.host, metrics_port) if metrics_port >= 0 else None
+    grpc_host.start()
     log.info("ingestion serving on %s:%d", config.host, grpc_host.port)
     if on_ready is not None:
         on_ready(grpc_host.port)
     try:
         grpc_host.wait_for_signal()
     finally:
+        if exporter is not None:
+            exporter.close()
         service.close()
         if publisher is not None:
             publisher.close(timeout=10)  # a broker that is down must not hold up the exit

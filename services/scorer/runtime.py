@@ -28,6 +28,7 @@ from typing import Any
 from cheems.errors import PortInUse
 from services.access import Authenticate
 from services.bus.topics import MODELS
+from services.observe.metrics import add_process_collectors
 from services.scorer.backends import Backend
 from services.scorer.config import ScorerConfig
 from services.scorer.http.app import create_app
@@ -130,6 +131,7 @@ class ScorerServer:
         )
         self.callers = callers(config)  # who may call (None: anyone), on gRPC and HTTP alike
         self._grpc, self.grpc_port, self._health = create_server(config, scorer, self.callers)
+        add_process_collectors(self.metrics.registry)  # beside the scorer's own and its gRPC calls': one /metrics
         self._grpc.start()
         if config.http_port >= 0:
             self._start_http(scorer)

@@ -18,12 +18,15 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from prometheus_client import CollectorRegistry
 
 from cheems.roles import SCORER_CLIENT, Caller
 from cheems.v1 import reward_pb2
 from services.access import Authenticate, Guard, first_of, static_token
 from services.grpc_errors import abort, status_of
 from services.hosting import LIVENESS, bind, checked_handler, server_credentials, server_options
+from services.observe import tracing
+from services.observe.metrics import GrpcServerMetrics
 from services.scorer.config import ScorerConfig
 from services.scorer.deadline import Deadline
 from services.scorer.errors import (
@@ -159,13 +162,21 @@ def callers(config: ScorerConfig) -> Authenticate | None:
 
 
 def create_server(
-    config: ScorerConfig, scorer: Scorer, authenticate: Authenticate | None = None
+    config: ScorerConfig,
+    scorer: Scorer,
+    authenticate: Authenticate | None = None,
+    registry: CollectorRegistry | None = None,
 ) -> tuple[grpc.Server, int, Any]:
     """(server, bound port, health servicer). Health says NOT_SERVING until `set_health`; PortInUse
     when the port is taken. `authenticate`: how callers' tokens are checked (default `accounts.callers(config)`,
-    which asks no credential without --token and --accounts). Health and reflection stay open for probes."""
+    which asks no credential without --token and --accounts). Health and reflection stay open for probes.
+    `registry`: where every call is counted and timed (gRPC RED metrics, refused calls included; default: the
+    scorer's own, `scorer.metrics.registry`)."""
     authenticate = authenticate if authenticate is not None else callers(config)
-    interceptors = [Guard(authenticate)] if authenticate is not None else []
+    counted = GrpcServerMetrics(registry if registry is not None else scorer.metrics.registry)
+    guard = Guard(authenticate) if authenticate is not None else None
+    # a span per call, then counted (refused calls too), then the account checked
+    interceptors = [i for i in (tracing.server_interceptor(), counted, guard) if i is not None]
     options = [
         *server_options(config.max_connection_age, config.max_connection_age_grace),
         ("grpc.max_receive_message_length", config.max_message_bytes),

@@ -234,7 +234,7 @@ class Training(Base):
     requested_by: Mapped[str | None] = mapped_column(
         String(220)
     )  # person:/service:NAME, policy:auto; NULL: before 0010
-    tracking: Mapped[dict[str, Any] | None]  # {backend: run id or log dir} the trainer reported to; NULL: before 0012
+    tracking: Mapped[dict[str, Any] | None]  # {backend: run id or log dir} the trainer reported to; NULL: before 0013
 
 
 class RegisteredModel(Base):
@@ -296,6 +296,9 @@ class OutboxEvent(Base):
     key: Mapped[str] = mapped_column(Text)
     value: Mapped[bytes] = mapped_column(LargeBinary)  # the serialized event, its header (event id) filled
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # the W3C trace context of the change ({"traceparent": ..., "tracestate": ...}; NULL untraced): the relay sends
+    # the event as its child, so the event's consumers join the trace of the call that made the change
+    trace_context: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
 
 
 class Annotator(Base):

@@ -37,6 +37,7 @@ from sqlalchemy import Connection, delete, func, select, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import Session
 
+from services.observe import tracing
 from services.store import validate as v
 from services.store.db import read_scope, session_scope
 from services.store.models import OutboxEvent
@@ -55,11 +56,14 @@ class Waiting(NamedTuple):
     topic: str
     key: str
     value: bytes
+    trace_context: dict[str, str]  # the W3C headers of the change's span ({} untraced)
 
 
 def add(session: Session, topic: str, key: str, value: bytes) -> int:
-    """Queue a serialized event for `topic` under `key`; returns its place in the publishing order."""
-    row = OutboxEvent(topic=v.text("topic", topic), key=v.text("key", key), value=bytes(value))
+    """Queue a serialized event for `topic` under `key`; returns its place in the publishing order. The current
+    trace context is stored with it (`services.observe.tracing`): the relay publishes the event in that trace."""
+    traced = tracing.carried() or None
+    row = OutboxEvent(topic=v.text("topic", topic), key=v.text("key", key), value=bytes(value), trace_context=traced)
     session.add(row)
     session.flush()
     return row.id
@@ -107,7 +111,8 @@ class StoreOutbox:
 
     def take(self, limit: int) -> list[Waiting]:
         with read_scope(self.engine) as session:
-            return [Waiting(r.id, r.topic, r.key, r.value) for r in take(session, limit, self.topics)]
+            rows = take(session, limit, self.topics)
+            return [Waiting(r.id, r.topic, r.key, r.value, dict(r.trace_context or {})) for r in rows]
 
     def remove(self, ids: Sequence[int]) -> None:
         with session_scope(self.engine) as session:

@@ -5,6 +5,7 @@ set of acknowledged writes (the chaos soak's audit, `system.soak.checks`).
         runs = model_runs(s)                          # every run of a model, oldest first
         scored = scored_counts(s, [r.id for r in runs])   # {run id: items scored}, one query
         ids = prompt_ids(s, texts)                    # {prompt text: the ids of the prompts with that text}
+    tasks = state_counts(engine, "tasks")             # {"open": 3, "done": 5}: the services' /metrics gauges
 
 `repository.runs_of_model` and `repository.run_scores` serve one model's history and one run's scores.
 """
@@ -12,11 +13,44 @@ set of acknowledged writes (the chaos soak's audit, `system.soak.checks`).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from services.store.models import Annotation, AnnotationTask, EvalRun, EvalScore, Prompt, Ranking, RegisteredModel
+from services.store.db import read_scope
+from services.store.models import (
+    MODEL_STATES,
+    RUN_STATES,
+    TASK_STATUSES,
+    TRAINING_STATES,
+    Annotation,
+    AnnotationTask,
+    EvalRun,
+    EvalScore,
+    Prompt,
+    Ranking,
+    RegisteredModel,
+    Training,
+)
+
+# what `state_counts` counts: annotation tasks by status, trainings, evaluation runs, registered models by stage
+STATE_COLUMNS: dict[str, tuple[Any, tuple[str, ...]]] = {
+    "tasks": (AnnotationTask.status, TASK_STATUSES),
+    "trainings": (Training.state, TRAINING_STATES),
+    "runs": (EvalRun.state, RUN_STATES),
+    "models": (RegisteredModel.state, MODEL_STATES),
+}
+
+
+def state_counts(engine: Engine, kind: str) -> dict[str, int]:
+    """{state: rows in it} of `kind` (a key of STATE_COLUMNS), every known state included: one GROUP BY, read at
+    each scrape of a service's /metrics."""
+    column, states = STATE_COLUMNS[kind]
+    with read_scope(engine) as session:
+        found = {str(state): int(n) for state, n in session.execute(select(column, func.count()).group_by(column))}
+    return {**dict.fromkeys(states, 0), **found}
 
 
 def model_runs(session: Session) -> list[EvalRun]:

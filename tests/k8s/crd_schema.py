@@ -13,6 +13,7 @@ closes every object that lists properties; `x-kubernetes-int-or-string` becomes 
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,8 @@ def strict_schema(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
     out = {k: strict_schema(v) for k, v in node.items() if not k.startswith("x-kubernetes-") and k != "nullable"}
+    if isinstance(out.get("pattern"), str):
+        out["pattern"] = python_pattern(out["pattern"])
     if node.get("x-kubernetes-int-or-string"):
         out.pop("type", None)
         out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
@@ -70,6 +73,15 @@ def strict_schema(node: Any) -> Any:
     if node.get("nullable") and "type" in out:
         out["type"] = [out["type"], "null"] if isinstance(out["type"], str) else [*out["type"], "null"]
     return out
+
+
+def python_pattern(pattern: str) -> str:
+    """A Go (RE2) pattern as Python's `re` reads it: RE2 takes a global flag anywhere (`^(?i)(abort|warn)?$`, the
+    PrometheusRule CRD's), Python only at the start."""
+    flags = re.findall(r"\(\?[imsU]+\)", pattern)
+    for flag in flags:
+        pattern = pattern.replace(flag, "", 1)
+    return "".join(flags) + pattern
 
 
 @functools.cache

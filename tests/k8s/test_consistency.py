@@ -31,6 +31,7 @@ from tests.k8s.manifests import (
 from trainer.recipes import recipe
 
 CLI = typer.main.get_command(app)
+STRIMZI_METRICS_PORT = 9404  # tcp-prometheus on the brokers and the Kafka Exporter
 SOURCES = [
     p for d in ("cheems", "cheems_cli", "services", "evaluator", "trainer", "system") for p in (ROOT / d).rglob("*.py")
 ]
@@ -45,6 +46,14 @@ ROLE_PORTS = {  # command -> the ports it must listen on (services/hosting.py)
     ("service", "eval-sink"): {hosting.EVAL_SINK_HEALTH_PORT},
     ("service", "evaluation"): {hosting.EVALUATION_PORT, hosting.EVALUATION_HTTP_PORT},
     ("service", "training"): {hosting.TRAINING_PORT},
+    ("service", "judge"): {hosting.JUDGE_HEALTH_PORT},
+}
+METRICS_PORTS = {  # command -> its Prometheus /metrics port where it has no HTTP port for it (`--metrics-port`)
+    ("service", "ingestion"): hosting.INGESTION_METRICS_PORT,
+    ("service", "eval-worker"): hosting.EVAL_WORKER_METRICS_PORT,
+    ("service", "eval-sink"): hosting.EVAL_SINK_METRICS_PORT,
+    ("service", "training"): hosting.TRAINING_METRICS_PORT,
+    ("service", "judge"): hosting.JUDGE_METRICS_PORT,
 }
 
 
@@ -123,8 +132,13 @@ def test_ports_equal_the_code(path: str) -> None:
         listening = {int(values[o]) for o in PORT_OPTIONS if values.get(o) not in (None, "-1")}
         defaults = {p.default for p in cli_command.params if p.name in PORT_OPTIONS and p.name not in values}
         assert listening | defaults == ROLE_PORTS[command], f"{where}: `cheems {' '.join(command)}` ports"
+        metrics = {METRICS_PORTS[command]} if command in METRICS_PORTS else set()
+        given = {int(values["metrics_port"])} if values.get("metrics_port") is not None else set()
+        assert given == metrics, f"{where}: --metrics-port {given} != {metrics}"
         declared = {p["containerPort"] for p in container["ports"]}
-        assert declared == ROLE_PORTS[command], f"{where}: containerPorts {declared}"
+        assert declared == ROLE_PORTS[command] | metrics, f"{where}: containerPorts {declared}"
+        named = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert not metrics or named.get("metrics") in metrics, f"{where}: the metrics port is named `metrics`"
         for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
             if probe in container:
                 assert container[probe]["grpc"]["port"] in declared, f"{where}: {probe} port"
@@ -158,6 +172,8 @@ def test_the_cli_defaults_are_the_hosting_ports() -> None:
         _, cli_command, _ = resolve(list(command))
         defaults = {p.default for p in cli_command.params if p.name in PORT_OPTIONS}
         assert defaults == ports, f"`cheems {' '.join(command)}` defaults {defaults} != {ports}"
+        metrics = [p.default for p in cli_command.params if p.name == "metrics_port" and p.default is not None]
+        assert metrics in ([], [METRICS_PORTS.get(command)]), f"`cheems {' '.join(command)}` --metrics-port {metrics}"
 
 
 @pytest.mark.parametrize("path", APP_OVERLAYS)
@@ -166,6 +182,10 @@ def test_network_policies_open_real_ports(path: str) -> None:
     pods = [d["spec"]["template"] for d in docs if d["kind"] in ("Deployment", "StatefulSet")]
     for name, policy in by_kind(docs, "NetworkPolicy").items():
         selector = policy["spec"]["podSelector"].get("matchLabels", {})
+        if any(label.startswith("strimzi.io/") for label in selector):  # pods Strimzi makes: its metrics port only
+            ports = {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]}
+            assert ports == {STRIMZI_METRICS_PORT}, f"NetworkPolicy {name} opens {ports} on Strimzi's pods"
+            continue
         selected = [p for p in pods if all(p["metadata"]["labels"].get(k) == v for k, v in selector.items())]
         assert selected, f"NetworkPolicy {name} selects no pod"
         ports = {p["containerPort"] for pod in selected for c in pod["spec"]["containers"] for p in c["ports"]}

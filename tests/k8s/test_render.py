@@ -24,6 +24,9 @@ CUSTOM_KINDS = {
     "Kafka",
     "KafkaNodePool",
     "KafkaUser",
+    "ServiceMonitor",
+    "PodMonitor",
+    "PrometheusRule",
 }  # validated in test_custom_resources.py
 
 

@@ -139,3 +139,13 @@ def test_the_scorers_models_and_their_dtype(tiny_checkpoint: Callable[..., Path]
     ]
     assert "scorer models: tiny (default, bfloat16)" in render(report)
     json.dumps(report)
+
+
+def test_a_judge_that_does_not_answer_is_left_out_with_its_metrics_url() -> None:
+    from cheems.processes.ports import free_port
+
+    nobody = f"127.0.0.1:{free_port()}"
+    urls = {"ingestion": "http://127.0.0.1:1/metrics", "judge": "http://127.0.0.1:2/metrics"}
+    report = status(None, {"ingestion": nobody, "judge": nobody}, 0.5, metrics=urls, optional=("judge",))
+    assert report["services"] == {"ingestion": "UNREACHABLE"}
+    assert report["metrics"] == {"ingestion": "http://127.0.0.1:1/metrics"}

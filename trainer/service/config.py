@@ -32,6 +32,7 @@ class TrainingConfig:
     nproc: int = 1  # training processes per node (one per GPU)
     port: int = TRAINING_PORT  # gRPC port (0 = any free one)
     host: str = "127.0.0.1"  # 0.0.0.0 in a pod
+    metrics_port: int = -1  # HTTP port of Prometheus' /metrics on host (0 = any free one, -1 = none)
     tls_cert: str = ""  # PEM certificate: the gRPC port speaks TLS only (with tls_key)
     tls_key: str = ""
     poll_seconds: float = 2.0  # how often a running training's progress and state are read
@@ -69,6 +70,8 @@ class TrainingConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
+        if not -1 <= self.metrics_port <= 65535:
+            raise ValueError(f"metrics_port must be -1 (none) or in 0..65535, got {self.metrics_port}")
         if not self.poll_seconds > 0:
             raise ValueError(f"poll_seconds must be > 0, got {self.poll_seconds}")
         if not self.data_dir:

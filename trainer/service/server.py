@@ -24,17 +24,21 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+from prometheus_client import CollectorRegistry
 
 from cheems.errors import CheemsError
 from cheems.extras import need
 from cheems.v1 import training_pb2
 from services.access import Authenticate, Guard, caller
 from services.bus.client import Publisher
+from services.bus.metrics import watch_consumers
 from services.grpc_errors import abort
 from services.hosting import GrpcHost, HostConfig, checked_handler
 from services.models.lifecycle import ModelLifecycle
 from services.models.messages import change_message, model_message
+from services.observe.metrics import ReadAtScrape, new_registry, serve_metrics
 from services.store.lifecycle import Change
+from services.store.reads import state_counts
 from trainer.service.auto import AutoTrainer
 from trainer.service.config import TrainingConfig
 from trainer.service.launchers import Launcher
@@ -140,7 +144,7 @@ class TrainingServicer:
 
 def host(service: TrainingService, config: HostConfig, authenticate: Authenticate) -> GrpcHost:
     """The servicer on a GrpcHost (health, reflection), serving as soon as it is started; `authenticate`: the
-    accounts callers' tokens are checked against."""
+    accounts callers' tokens are checked against. Its metrics: `training_metrics`."""
     descriptor = training_pb2.DESCRIPTOR.services_by_name["TrainingService"]
     servicer = TrainingServicer(service)
     grpc_host = GrpcHost(
@@ -148,9 +152,30 @@ def host(service: TrainingService, config: HostConfig, authenticate: Authenticat
         lambda server: server.add_generic_rpc_handlers((checked_handler(servicer, descriptor),)),
         [SERVICE],
         Guard(authenticate),
+        training_metrics(service),
     )
     grpc_host.set_serving(True)
     return grpc_host
+
+
+def training_metrics(service: TrainingService) -> CollectorRegistry:
+    """The process's registry: trainings in the store by state and registered models by lifecycle stage (read at
+    each scrape), the relaunches of runs that vanished unfinished, the automatic trainer's consumer lag."""
+    registry, engine = new_registry(), service.engine
+    registry.register(
+        ReadAtScrape("cheems_trainings", "Trainings in the store, by state",
+                     lambda: state_counts(engine, "trainings"), label="state")
+    )  # fmt: skip
+    registry.register(
+        ReadAtScrape("cheems_models", "Registered models, by lifecycle stage (candidate, evaluated, production, ...)",
+                     lambda: state_counts(engine, "models"), label="stage")
+    )  # fmt: skip
+    registry.register(
+        ReadAtScrape("cheems_training_relaunches", "Runs relaunched by this service (resuming from a checkpoint)",
+                     lambda: sum(service.monitor.relaunches.values()), kind="counter")
+    )  # fmt: skip
+    watch_consumers(registry)
+    return registry
 
 
 def make_launcher(config: TrainingConfig) -> Launcher:
@@ -195,7 +220,10 @@ def serve(db: str, bootstrap: str, config: TrainingConfig, on_ready: Callable[[i
     engine = create_engine_for(StoreConfig(db))
     service = TrainingService(engine, config, make_launcher(config), publisher)  # relays datasets' and models' events
     listen = HostConfig(port=config.port, host=config.host, tls_cert=config.tls_cert, tls_key=config.tls_key)
-    grpc_host = host(service, listen, AccountBook(engine)).start()
+    grpc_host = host(service, listen, AccountBook(engine))
+    metrics = config.metrics_port
+    exporter = serve_metrics(grpc_host.registry, config.host, metrics) if metrics >= 0 else None
+    grpc_host.start()
     recovered = service.recover()
     auto = AutoTrainer(service)
     if config.auto_after:
@@ -213,5 +241,7 @@ def serve(db: str, bootstrap: str, config: TrainingConfig, on_ready: Callable[[i
         service.close()
 
     grpc_host.wait_for_signal(on_stop=stop)
+    if exporter is not None:
+        exporter.close()
     if publisher is not None:
         publisher.close()

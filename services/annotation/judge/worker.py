@@ -39,11 +39,14 @@ from cheems.credentials import hide_password
 from services.annotation.events import BrokerUnavailable
 from services.annotation.intake import matches, take_sample
 from services.annotation.judge.pairwise import ChatBackend, JudgeConfig, PairJudgment, judge_pair
+from services.annotation.metrics import annotations_counter
 from services.annotation.service import MAX_LISTED, AnnotationService, OpenTask
 from services.bus import topics
 from services.bus.client import EventConsumer, Publisher
+from services.bus.metrics import watch_consumers
 from services.bus.relay import RelayConfig
 from services.hosting import GrpcHost, Heartbeat, HostConfig
+from services.observe.metrics import new_registry, serve_metrics
 from services.store.models import utcnow
 from services.store.validate import digest
 
@@ -75,15 +78,19 @@ class JudgeWorkerConfig:
 @dataclass(frozen=True)
 class ProcessHealth:
     """port: gRPC health port (-1 = none, 0 = any free one); host: its address (0.0.0.0 in a pod);
-    stale_after: seconds without a poll before health turns NOT_SERVING."""
+    stale_after: seconds without a poll before health turns NOT_SERVING; metrics_port: HTTP port of /metrics, on
+    host (-1 = none, 0 = any free one)."""
 
     port: int = -1
     host: str = "127.0.0.1"
     stale_after: float = 600.0
+    metrics_port: int = -1
 
     def __post_init__(self) -> None:
         if not -1 <= self.port <= 65535:
             raise ValueError(f"ProcessHealth.port must be -1 (none) or in 0..65535, got {self.port}")
+        if not -1 <= self.metrics_port <= 65535:
+            raise ValueError(f"ProcessHealth.metrics_port must be -1 (none) or in 0..65535, got {self.metrics_port}")
         if self.stale_after <= 0:
             raise ValueError(f"ProcessHealth.stale_after must be > 0, got {self.stale_after}")
 
@@ -225,9 +232,13 @@ def serve_judge(
         worker = JudgeWorker(bootstrap, service, backend, config)
     except KafkaError as e:
         raise BrokerUnavailable(f"cannot reach the broker at {hide_password(bootstrap)}: {e!r}") from None
-    host, beat = None, None
+    host, beat, registry = None, None, new_registry()
+    registry.register(annotations_counter(service))
+    watch_consumers(registry)
+    exporter = serve_metrics(registry, health.host, health.metrics_port) if health.metrics_port >= 0 else None
     if health.port >= 0:
-        host = GrpcHost(HostConfig(port=health.port, host=health.host, workers=2), names=[HEALTH_NAME]).start()
+        listen = HostConfig(port=health.port, host=health.host, workers=2)
+        host = GrpcHost(listen, names=[HEALTH_NAME], registry=registry).start()
         heartbeat = Heartbeat(host, health.stale_after)
         heartbeat.beat()
         heartbeat.watch(stop)
@@ -243,3 +254,5 @@ def serve_judge(
         publisher.close(timeout=10)  # a broker that is down must not hold up the exit
         if host is not None:
             host.stop(0)
+        if exporter is not None:
+            exporter.close()

@@ -35,6 +35,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from prometheus_client import CollectorRegistry
 from sqlalchemy import text
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -51,6 +52,7 @@ from services.annotation.service import OpenTask
 from services.annotation.web import pages
 from services.annotation.web.form import InvalidForm
 from services.annotation.web.workbench import AnnotatorRow, Person, Workbench
+from services.observe.metrics import metrics_app
 from services.store.filtered import FilteredResponse
 from services.web import SecureHeaders, error_response, json_error, read_json, render_markdown, static_mount
 
@@ -137,8 +139,9 @@ def guarded(work: Handler) -> Handler:
     return handle
 
 
-def create_app(bench: Workbench) -> ASGIApp:
-    """The pages, their JSON API and health, over `bench`; every reply with the security headers."""
+def create_app(bench: Workbench, registry: CollectorRegistry | None = None) -> ASGIApp:
+    """The pages, their JSON API and health, over `bench`; every reply with the security headers. With
+    `registry`: Prometheus' `/metrics` of the process (no token: it names no person and no content)."""
 
     async def person(request: Request) -> Person:
         return await run_in_threadpool(bench.sign_in, bearer(request))
@@ -200,6 +203,7 @@ def create_app(bench: Workbench) -> ASGIApp:
         Route("/api/overview", overview),
         static_mount(),
         Mount("/static/annotation", app=pages.static_files(), name="static-annotation"),
+        *([Route("/metrics", metrics_app(registry))] if registry is not None else []),
     ]
     return SecureHeaders(Starlette(routes=routes, exception_handlers={HTTPException: not_found}))
 

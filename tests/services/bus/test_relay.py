@@ -89,7 +89,7 @@ class StuckPublisher:
     def __init__(self) -> None:
         self.waiting, self.answer = threading.Event(), threading.Event()
 
-    def publish(self, topic: str, key: str, event: Any) -> Any:
+    def publish(self, topic: str, key: str, event: Any, context: Any = None) -> Any:
         self.waiting.set()
         assert self.answer.wait(60)
         return Acknowledged()
@@ -150,3 +150,32 @@ def test_the_relay_holds_no_transaction_while_it_waits_for_the_broker(
         stuck.answer.set()
         thread.join(30)
     assert drained == [3] and StoreOutbox(engine).waiting() == 0
+
+
+def test_an_event_is_relayed_in_the_trace_of_the_change_that_queued_it(
+    engine: Engine, broker: EmbeddedBroker, recorded: tuple[Any, Any]
+) -> None:
+    """The outbox keeps the change's trace context; the relay, in a thread of its own long after, sends the event
+    as that context's child (the record then carries the send span's traceparent: tests/services/bus/test_spans)."""
+    tracer, exporter = recorded
+    key = f"题-{uuid.uuid4().hex[:8]}"
+    with tracer.start_as_current_span("Ingest") as change, session_scope(engine) as session:
+        outbox.add(session, topics.RANKINGS, key, encode(topics.RANKINGS, ranking(key, 0)).value)
+    with session_scope(engine) as session:
+        outbox.add(session, topics.RANKINGS, key, encode(topics.RANKINGS, ranking(key, 1)).value)  # untraced
+    stored = [row.trace_context for row in StoreOutbox(engine).take(10) if row.key == key]
+    ours = change.get_span_context()
+    assert stored == [{"traceparent": f"00-{ours.trace_id:032x}-{ours.span_id:016x}-{ours.trace_flags:02x}"}, {}]
+    publisher = Publisher(broker.bootstrap)
+    try:
+        while EventRelay(StoreOutbox(engine), publisher).drain():
+            pass
+    finally:
+        publisher.close(timeout=5)
+    sends = [s for s in exporter.get_finished_spans() if s.name == f"send {topics.RANKINGS}"]
+    mine = [s for s in sends if s.attributes and s.attributes["messaging.kafka.message.key"] == key]
+    assert len(mine) == 2
+    traced, untraced = mine
+    assert traced.parent is not None and traced.parent.span_id == ours.span_id
+    assert traced.context.trace_id == ours.trace_id and untraced.parent is None  # a trace of its own
+    assert [e.conflicts for _, e in read(broker.bootstrap, {key}, 2)] == [0, 1]

@@ -100,9 +100,9 @@ class Watched(Publisher):
         super().__init__(bootstrap, max_block_ms=max_block_ms)
         self.sending = threading.Event()
 
-    def publish(self, topic: str, key: str, event: Any) -> Any:
+    def publish(self, topic: str, key: str, event: Any, context: Any = None) -> Any:
         self.sending.set()
-        return super().publish(topic, key, event)
+        return super().publish(topic, key, event, context)
 
 
 def drain(relay: EventRelay) -> None:

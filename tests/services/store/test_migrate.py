@@ -16,6 +16,7 @@ from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.errors import InvalidRecord
 from services.store.migrate import current_revision, head_revision, upgrade, upgrade_sql
 from services.store.models import Base
+from services.store.outbox import StoreOutbox
 
 
 def test_migration_creates_the_model_tables_and_columns(db_url: str) -> None:
@@ -43,7 +44,7 @@ def _differences(engine: Engine) -> list[object]:
 def test_upgrade_is_idempotent_and_reaches_head(db_url: str) -> None:
     upgrade(db_url)
     upgrade(db_url)
-    assert current_revision(db_url) == head_revision() == "0012"
+    assert current_revision(db_url) == head_revision() == "0013"
 
 
 def test_runs_stored_before_0003_get_five_ece_bins(db_url: str) -> None:
@@ -64,8 +65,27 @@ def test_runs_stored_before_0003_get_five_ece_bins(db_url: str) -> None:
         engine.dispose()
 
 
-def test_trainings_and_models_stored_before_0012_were_reported_nowhere_known(db_url: str) -> None:
+def test_events_queued_before_0012_are_relayed_untraced(db_url: str) -> None:
     upgrade(db_url, "0011")
+    engine = create_engine_for(StoreConfig(db_url))
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO outbox (topic, key, value, created_at)"
+                    " VALUES ('cheems.samples.v1', 'p1', :value, CURRENT_TIMESTAMP)"
+                ),
+                {"value": b"old"},
+            )
+        upgrade(db_url)
+        (waiting,) = StoreOutbox(engine).take(10)
+        assert (waiting.key, waiting.value, waiting.trace_context) == ("p1", b"old", {})
+    finally:
+        engine.dispose()
+
+
+def test_trainings_and_models_stored_before_0013_were_reported_nowhere_known(db_url: str) -> None:
+    upgrade(db_url, "0012")
     engine = create_engine_for(StoreConfig(db_url))
     try:
         with engine.begin() as connection:

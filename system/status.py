@@ -10,13 +10,15 @@
      "rule_filtered": {"<rule><threshold>": int},   # responses the rule filter kept out of annotation
      "datasets": [{"id", "recipe", "prompts", "pairs", "rankings", "supervisor_model_id", "created_at",
                    "details": {"recipe", "settings", "counts"} | null}],                          # newest first
-     "models": [{"id", "path", "dataset", "dataset_recipe", "recipe", "overall", "created_at"}],   # best first
+     "models": [{"id", "path", "dataset", "dataset_recipe", "recipe", "overall", "created_at", "tracking"}],  # best 1st
+     "training_runs": [{"id", "state", "step", "total_steps", "loss", "tracking"}],   # pending or running, newest 1st
      "eval_runs": [{"id", "model_id", "state", "overall", "items_scored", "items_total"}]}      # newest first
 
 A run's `state` is "running", "done" or "failed"; a model's `overall` is the CheemsBench Overall of its
 newest finished evaluation run (null until one finishes). A dataset's `details` is how it was made
 (`trainer.datasets.build.dataset_details`: each step's settings, counts per source before and after each step;
-null for datasets stored before the store's revision 0009).
+null for datasets stored before the store's revision 0009). `tracking` is where a training was reported
+(`trainer.tracking`): {"tensorboard": log dir, "mlflow": run id, "wandb": run id}, null when nowhere or not known.
 """
 
 from __future__ import annotations
@@ -104,9 +106,15 @@ def store_status(engine: Engine) -> dict[str, Any]:
                 "state": m.state,
                 "aliases": aliases.get(m.id, []),
                 "source": m.source,
+                "tracking": m.tracking,
             }
             for m in registry.list_models(session)
         ]
+        trainings = [
+            {"id": t.id, "state": t.state, "step": t.step, "total_steps": t.total_steps, "loss": t.loss,
+             "tracking": t.tracking}
+            for t in registry.list_trainings(session, ("pending", "running"))
+        ]  # fmt: skip
         runs = [
             {
                 "id": run.id,
@@ -129,6 +137,7 @@ def store_status(engine: Engine) -> dict[str, Any]:
         "datasets": datasets,
         "production": production_id,
         "models": models,
+        "training_runs": trainings,
         "eval_runs": runs,
     }
 
@@ -164,7 +173,22 @@ def render(report: Mapping[str, Any]) -> str:
             lines.append(
                 f"  {rank:>2}. {model['id']:<22} overall {overall:<7} {model['state']:<10} {made:<18} {model['path']}"
             )
+            if model.get("tracking"):
+                lines.append(f"      reported to {reported(model['tracking'])}")
+        for training in report.get("training_runs", []):
+            loss = "-" if training["loss"] is None else f"{training['loss']:.4f}"
+            where = f", reported to {reported(training['tracking'])}" if training["tracking"] else ""
+            lines.append(
+                f"training {training['id']} ({training['state']}): step {training['step']}/{training['total_steps']}"
+                f", loss {loss}{where}"
+            )
         running = [r for r in report["eval_runs"] if r["state"] == "running"]
         for run in running:
             lines.append(f"evaluating {run['model_id'] or '-'}: {run['items_scored']}/{run['items_total']} prompts")
     return "\n".join(lines)
+
+
+def reported(tracking: Mapping[str, str]) -> str:
+    """`tensorboard DIR, mlflow run ID`: where a training's figures are (trainer.tracking)."""
+    kinds = {"tensorboard": "", "mlflow": "run ", "wandb": "run "}
+    return ", ".join(f"{name} {kinds.get(name, '')}{value}" for name, value in tracking.items())

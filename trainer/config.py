@@ -13,6 +13,7 @@ from typing import Any
 from cheems.attention import check_name
 from cheems.formats.layouts import PARSERS
 from trainer.data import LengthPolicy
+from trainer.tracking.names import backends
 
 
 @dataclass
@@ -59,6 +60,12 @@ class TrainConfig:
     # "" = CHEEMS_CACHE_DIR/tokens or ~/.cache/cheems/tokens; "off" = tokenize in memory every run
     token_cache: str = ""
     compile: bool = False  # torch.compile the model (off by default until it is faster on CPU and GPU alike)
+    # where rank 0 reports the run (trainer.tracking), from the records metrics.jsonl gets (written either way):
+    # tensorboard (OUT/tensorboard), mlflow, wandb, comma-separated, or none
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])
+    tracking_uri: str = ""  # MLflow's store; "" = MLFLOW_TRACKING_URI, else sqlite:///<out_dir's parent>/mlflow.db
+    experiment: str = "cheems"  # the MLflow experiment, the W&B project
+    run_name: str = ""  # the run's name in MLflow and W&B; "" = out_dir's folder name
 
     def __post_init__(self) -> None:
         positive = ["max_length", "micro_batch_size", "grad_accum_steps", "eval_ece_bins"]
@@ -90,6 +97,7 @@ class TrainConfig:
         check_name(self.attn_implementation)  # a ConfigError, a ValueError naming the field
         if not self.reg_coef >= 0:
             raise ValueError(f"reg_coef must be >= 0, got {self.reg_coef}")
+        self.report_to = backends(self.report_to)  # a ValueError naming the field
 
     def step_responses(self, world_size: int) -> int:
         """Responses per optimizer step under a token budget: global_batch_size, else micro x world x accum."""

@@ -21,6 +21,9 @@ class LossParts:
     reg: torch.Tensor  # mean(r^2), before reg_coef
     pairs: int
     accuracy: torch.Tensor  # share of pairs with r_w > r_l (a tensor: read it without waiting per step)
+    margin: torch.Tensor  # mean of r_w - r_l over the pairs (NaN without pairs)
+    reward_mean: torch.Tensor  # mean reward of the batch's responses
+    responses: int  # rewards in the batch
 
 
 def bt_loss(
@@ -33,7 +36,10 @@ def bt_loss(
         diff = rewards[index[:, 0]] - rewards[index[:, 1]]
         bt = -F.logsigmoid(diff - margin).mean()
         accuracy = (diff > 0).float().mean().detach()
+        gap = diff.mean().detach()
     else:
         bt = rewards.sum() * 0.0  # keeps the graph connected so DDP sees every parameter used
         accuracy = rewards.new_tensor(float("nan")).detach()
-    return LossParts(bt + reg_coef * reg, bt, reg, len(pairs), accuracy)
+        gap = accuracy
+    mean = rewards.mean().detach()
+    return LossParts(bt + reg_coef * reg, bt, reg, len(pairs), accuracy, gap, mean, rewards.numel())

@@ -9,10 +9,15 @@ micro-step's loss parts to `Totals` (tensors on the device), hands each step's r
     totals.add(parts, weight=1 / forwards, tokens=n, responses=m)   # no sync
     log.add(totals.record(step=3, grad_norm=norm))                   # no sync
     for record in log.flush(): ...                                   # one sync, plain floats
+
+A step's record: loss, bt (the Bradley-Terry term), reg, accuracy, margin (mean r_w - r_l), reward_mean and
+reward_std (over the step's responses, every rank's), counts, and with a `Meter` the peak memory, the memory
+plan's figure and MFU (`trainer.meter`); `flush` adds seconds and tokens_per_s.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +25,7 @@ from typing import Any
 import torch
 
 from trainer.loss import LossParts
+from trainer.meter import Meter
 
 
 @dataclass
@@ -30,6 +36,10 @@ class Totals:
     bt: torch.Tensor | float = 0.0
     reg: torch.Tensor | float = 0.0
     correct: torch.Tensor | float = 0.0  # pairs the model ordered right (accuracy x pairs)
+    margins: torch.Tensor | float = 0.0  # sum of r_w - r_l over the pairs
+    rewards: torch.Tensor | float = 0.0  # sum of the rewards
+    squares: torch.Tensor | float = 0.0  # sum of the rewards' squares
+    rewarded: int = 0  # rewards summed
     pairs: int = 0
     tokens: int = 0
     responses: int = 0
@@ -41,6 +51,10 @@ class Totals:
         self.reg = self.reg + parts.reg.detach() * weight
         if parts.pairs:
             self.correct = self.correct + parts.accuracy * parts.pairs
+            self.margins = self.margins + parts.margin * parts.pairs
+        self.rewards = self.rewards + parts.reward_mean * parts.responses
+        self.squares = self.squares + parts.reg.detach() * parts.responses
+        self.rewarded += parts.responses
         self.pairs += parts.pairs
         self.tokens += tokens
         self.responses += responses
@@ -48,13 +62,21 @@ class Totals:
 
     def record(self, **extra: Any) -> dict[str, Any]:
         """The step's record; tensor values stay tensors until `StepLog.flush`."""
-        accuracy = self.correct / self.pairs if self.pairs else float("nan")
+        nan = float("nan")
+        accuracy = self.correct / self.pairs if self.pairs else nan
+        margin = self.margins / self.pairs if self.pairs else nan
+        mean = self.rewards / self.rewarded if self.rewarded else nan
+        variance = self.squares / self.rewarded - mean * mean if self.rewarded else nan
+        std = variance.clamp_min(0).sqrt() if isinstance(variance, torch.Tensor) else math.sqrt(max(variance, 0))
         return {
             **extra,
             "loss": self.loss,
             "bt": self.bt,
             "reg": self.reg,
             "accuracy": accuracy,
+            "margin": margin,
+            "reward_mean": mean,
+            "reward_std": std,
             "pairs": self.pairs,
             "tokens": self.tokens,
             "responses": self.responses,
@@ -70,8 +92,11 @@ class StepLog:
 
     pending: list[dict[str, Any]] = field(default_factory=list)
     since: float = field(default_factory=time.perf_counter)
+    meter: Meter | None = None  # peak memory at each step, MFU at each flush
 
     def add(self, record: dict[str, Any]) -> None:
+        if self.meter is not None:
+            self.meter.stamp(record)
         self.pending.append(record)
 
     def flush(self) -> list[dict[str, Any]]:
@@ -86,6 +111,8 @@ class StepLog:
         for record in out:
             record["seconds"] = (now - self.since) / len(out)
             record["tokens_per_s"] = record["tokens"] / record["seconds"] if record["seconds"] > 0 else 0.0
+            if self.meter is not None:
+                self.meter.finish(record)
         self.since = now
         return out
 

@@ -41,11 +41,13 @@ from trainer.distributed import World, gather_with_grad, rank_from_env, setup, t
 from trainer.evaluation import evaluate_model
 from trainer.loss import LossParts, bt_loss
 from trainer.memory.check import check_memory
+from trainer.meter import Meter
 from trainer.microbatch import Budget, Forward, Measure, layout_tokens, shared_prefixes, split_step
 from trainer.recipes import recipe
 from trainer.report import Progress, Startup, configure_logging, describe_data, report_data, report_eval, summary
 from trainer.sampler import SamplerConfig, epoch_batches, pairs_in_batch
 from trainer.steplog import StepLog, Totals
+from trainer.tracking.session import KEY, check_installed, start_tracking
 from trainer.weights import checkpoint
 from trainer.weights.export import export_model
 from trainer.weights.sharding import load_sharded, prepare
@@ -245,7 +247,8 @@ def train(config: TrainConfig) -> TrainResult:
 def _train(config: TrainConfig, world: World) -> TrainResult:
     startup = Startup()
     torch.manual_seed(config.seed)
-    check_memory(config, world.size, world.device)  # a run that cannot fit the GPU is refused before anything loads
+    memory = check_memory(config, world.size, world.device)  # a run that cannot fit the GPU is refused before loading
+    check_installed(config.report_to)  # and one whose report_to names a package not installed here
     # a Hub id becomes its snapshot's directory (`cheems train` resolved it already, once per node)
     config = dataclasses.replace(config, model=str(resolve_model(config.model)))
     model, base, tokenizer = load_for_training(config, world)
@@ -269,8 +272,9 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
     step, loss_value, result, interrupted = position["step"], float("nan"), None, False
     group_of = data.group_of
     stream = steps_from(data, group_of, plan, config, world, base, position)
-    steps = StepLog()
-    with Progress(plan.total_steps, step, world.is_main and config.progress, config.log_every) as progress:
+    steps = StepLog(meter=Meter.for_run(base, world.device, config.bf16, memory.plan.total if memory else None))
+    progress = Progress(plan.total_steps, step, world.is_main and config.progress, config.log_every)
+    with progress, start_tracking(config, world, step) as tracking:  # rank 0 reports the records it writes
         while step < plan.total_steps and not interrupted:
             epoch, next_batch, forwards = next(stream)
             totals = Totals()
@@ -298,6 +302,7 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
             if startup.first_step is None:
                 startup.mark("first_step")
                 records[0]["startup"] = startup.seconds()
+                records[0][KEY] = tracking.ids  # the training service keeps them with the training
             loss_value = float(records[-1]["loss"])
             progress.update(step, epoch, loss_value, lr)
             if evaluate:
@@ -311,6 +316,7 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
             if world.is_main:
                 with metrics_log.open("a", encoding="utf-8") as f:
                     f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+                tracking.log(records)
             if save:
                 position = {"step": step, "epoch": epoch, "batch": next_batch, "batching": plan.signature}
                 checkpoint.save(
@@ -324,7 +330,7 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
                     world,
                     sharded(config, world),
                 )
-    model_dir = None if interrupted else export_final(config, base, tokenizer, data, result, step, world)
+    model_dir = None if interrupted else export_final(config, base, tokenizer, data, result, step, world, tracking.ids)
     if world.is_main:
         overall = result.overall if result else None
         resume = checkpoint.checkpoint_dir(out, step)
@@ -341,6 +347,7 @@ def export_final(
     result: EvalResult | None,
     steps: int,
     world: World,
+    tracking: dict[str, str] | None = None,
 ) -> Path | None:
     """OUT/model: the self-describing HF sequence-classification directory with training metadata, in
     safetensors shards of at most `export_shard_bytes` gathered tensor by tensor (`trainer.weights.export`)."""
@@ -352,6 +359,7 @@ def export_final(
             "steps": steps,
             "length_stats": vars(data.stats),
             "final_eval": to_json(result) if result else None,
+            "tracking": tracking or {},  # the runs that reported its training (trainer.tracking)
         }
     return export_model(base, tokenizer, Path(config.out_dir) / "model", metadata, world, config.export_shard_bytes)
 

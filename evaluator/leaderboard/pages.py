@@ -8,6 +8,7 @@ run's `data-state`, which the page's script (static/leaderboard.js) polls to upd
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 from urllib.parse import quote
 
 from evaluator.leaderboard.admin_page import promote_card, rollback_card
@@ -136,6 +137,8 @@ def model_page(view: ModelView, board: Sequence[Standing], lang: str) -> str:
         facts += [(w("state"), state_html(standing, lang)), (w("dataset"), _made_by(standing, lang)),
                   (w("recipe"), escape(registered.recipe or "–")),
                   (w("registered"), escape(registered.created_at.strftime("%Y-%m-%d %H:%M")))]  # fmt: skip
+        if registered.tracking:  # where its training's figures are: TensorBoard's log dir, MLflow / W&B run ids
+            facts.append((w("reported_to"), tracking_html(registered.tracking)))
     else:
         facts.append((w("dataset"), w("unregistered")))
     if result is not None:
@@ -160,6 +163,13 @@ def model_page(view: ModelView, board: Sequence[Standing], lang: str) -> str:
     api = f"/api/models/{quote(standing.model_id, safe='')}"
     body += f'<p class="muted">JSON: <a href="{api}">{escape(api)}</a></p>'
     return layout(standing.model_id, body, lang, scripts=SCRIPTS, nav=nav(lang), head_html=CSS)
+
+
+def tracking_html(tracking: dict[str, Any]) -> str:
+    """`tensorboard <code>DIR</code>, mlflow <code>RUN</code>` (escaped: the ids come from the training's files)."""
+    parts = (f'{escape(str(k))} <code class="tracking" id="tracking-{escape(str(k))}">{escape(str(v))}</code>'
+             for k, v in tracking.items())  # fmt: skip
+    return ", ".join(parts)
 
 
 def _subset_table(view: ModelView, lang: str) -> str:

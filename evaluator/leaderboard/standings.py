@@ -170,6 +170,7 @@ def standing_json(standing: Standing, rank: int | None) -> dict[str, Any]:
         "recipe": registered.recipe if registered else None,
         "state": registered.state if registered else None,  # the lifecycle: candidate ... production ... retired
         "aliases": ["production"] if registered is not None and registered.state == "production" else [],
+        "tracking": registered.tracking if registered else None,  # where its training was reported (trainer.tracking)
         "overall": None if result is None else result.overall,
         "semantics": None if result is None else result.semantics.value,
         "subsets": subsets,

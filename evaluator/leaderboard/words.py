@@ -27,6 +27,7 @@ WORDS = Catalog(
         "rule_filtered": ("规则过滤（未标注）的回答", "Responses kept out by the rule filter"),
         "ai_relations": ("AI 标注关系（远程监督）", "AI relations (distant supervision)"),
         "recipe": ("训练配方", "Training recipe"),
+        "reported_to": ("训练记录", "Training reported to"),
         "state": ("状态", "State"),
         "candidate": ("候选", "candidate"),
         "evaluated": ("已评测", "evaluated"),

@@ -234,6 +234,7 @@ class Training(Base):
     requested_by: Mapped[str | None] = mapped_column(
         String(220)
     )  # person:/service:NAME, policy:auto; NULL: before 0010
+    tracking: Mapped[dict[str, Any] | None]  # {backend: run id or log dir} the trainer reported to; NULL: before 0013
 
 
 class RegisteredModel(Base):
@@ -254,6 +255,7 @@ class RegisteredModel(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     state: Mapped[str] = mapped_column(String(16), default="candidate")
     source: Mapped[str] = mapped_column(String(16), default="training")
+    tracking: Mapped[dict[str, Any] | None]  # its training's reporting runs (as Training.tracking); NULL: none known
 
 
 class ModelAlias(Base):

@@ -34,7 +34,7 @@ from services.store.models import (
 )
 
 ENDED = ("succeeded", "failed", "cancelled")
-_PROGRESS = {"state", "handle", "step", "total_steps", "loss", "overall", "model_id", "error"}
+_PROGRESS = {"state", "handle", "step", "total_steps", "loss", "overall", "model_id", "error", "tracking"}
 
 
 def add_dataset(
@@ -149,7 +149,8 @@ def list_trainings(session: Session, states: Iterable[str] | None = None) -> lis
 
 
 def update_training(session: Session, training_id: str, **changes: Any) -> Training:
-    """Set progress or state fields (state, handle, step, total_steps, loss, overall, model_id, error).
+    """Set progress or state fields (state, handle, step, total_steps, loss, overall, model_id, error, tracking:
+    {backend: run id} of the runs the trainer reports to).
 
     An ended training (succeeded, failed, cancelled) keeps its state: a late progress report is ignored."""
     unknown = set(changes) - _PROGRESS
@@ -160,16 +161,28 @@ def update_training(session: Session, training_id: str, **changes: Any) -> Train
         return training
     if "state" in changes:
         v.one_of("state", changes["state"], TRAINING_STATES)
+    if "tracking" in changes:
+        changes["tracking"] = tracking_ids(changes["tracking"])
     for name, value in changes.items():
         setattr(training, name, value)
     training.updated_at = utcnow()
     return training
 
 
+def tracking_ids(value: Any) -> dict[str, str] | None:
+    """{backend: id} checked (short text keys and values), None for nothing; InvalidRecord naming `tracking`."""
+    if not value:
+        return None
+    if not isinstance(value, Mapping) or len(value) > 16:
+        raise InvalidRecord("tracking: expected an object of at most 16 backends, each naming its run")
+    return {v.key("tracking", str(k)): v.text(f"tracking.{k}", str(i))[:1000] for k, i in value.items()}
+
+
 def register_model(
-    session: Session, training_id: str, path: str, overall: float | None
+    session: Session, training_id: str, path: str, overall: float | None, tracking: Mapping[str, str] | None = None
 ) -> tuple[RegisteredModel, bool]:
-    """Register the model a training exported and mark the training succeeded; idempotent per training."""
+    """Register the model a training exported and mark the training succeeded; idempotent per training. `tracking`:
+    the runs that reported it (its metadata's), else those its training recorded."""
     training = get_training(session, training_id)
     model_id = "rm-" + training.id
     if (known := session.get(RegisteredModel, model_id)) is not None:
@@ -186,6 +199,7 @@ def register_model(
         created_at=utcnow(),
         state="candidate",
         source="training",
+        tracking=tracking_ids(tracking) or training.tracking,
     )
     session.add(model)
     training.state, training.model_id, training.updated_at = "succeeded", model_id, utcnow()

@@ -35,9 +35,21 @@ def fill(engine: Engine) -> list[str]:
         details = {"recipe": "human", "settings": {}, "counts": {"pairs": 1}}
         registry.add_dataset(session, SHA, "human", "d.jsonl", 1, 1, 1, details=details)
         models = []
-        for _ in range(2):
+        for n in range(2):
             training = registry.create_training(session, SHA, "tiny-cpu", {}, "local", "out/{id}")
+            if n == 1:  # reported to TensorBoard and MLflow: the model keeps what its training recorded
+                registry.update_training(session, training.id, tracking={"tensorboard": "/tb/1", "mlflow": "9f3e"})
             models.append(registry.register_model(session, training.id, f"out/{training.id}/model", None)[0].id)
+        going = registry.create_training(session, SHA, "tiny-cpu", {}, "local", "out/{id}")
+        registry.update_training(
+            session,
+            going.id,
+            state="running",
+            step=3,
+            total_steps=9,
+            loss=0.5,
+            tracking={"tensorboard": f"/out/{going.id}/tensorboard"},
+        )
         run = repository.create_run(session, ["open.jsonl"], "s:1", "paper", 5, 1, model_id=models[1])
         repository.end_run(session, run, RESULT)
         repository.create_run(session, ["open.jsonl"], "s:1", "paper", 5, 3, model_id=models[0])
@@ -60,6 +72,11 @@ def test_the_report_and_its_json_shape(engine: Engine) -> None:
     assert dataset["details"] == {"recipe": "human", "settings": {}, "counts": {"pairs": 1}}
     assert [m["id"] for m in report["models"]] == [models[1], models[0]]  # the evaluated one first
     assert report["models"][0]["overall"] == 0.75 and report["models"][1]["overall"] is None
+    assert report["models"][0]["tracking"] == {"tensorboard": "/tb/1", "mlflow": "9f3e"}
+    assert report["models"][1]["tracking"] is None
+    [going] = report["training_runs"]  # the trainings still going, with where they report
+    assert (going["state"], going["step"], going["total_steps"], going["loss"]) == ("running", 3, 9, 0.5)
+    assert going["tracking"] == {"tensorboard": f"/out/{going['id']}/tensorboard"}
     assert {r["state"] for r in report["eval_runs"]} == {"done", "running"}
     done = next(r for r in report["eval_runs"] if r["state"] == "done")
     assert (done["model_id"], done["overall"]) == (models[1], 0.75)
@@ -76,6 +93,9 @@ def test_the_report_and_its_json_shape(engine: Engine) -> None:
     assert "ingestion    SERVING" in text and f" 1. {models[1]}" in text and "datasets 1" in text
     assert "kept out of annotation by the rule filter: non_chinese<0.3 1" in text
     assert f"evaluating {models[0]}: 0/3" in text
+    assert "      reported to tensorboard /tb/1, mlflow run 9f3e" in text.splitlines()
+    going_line = f"training {going['id']} (running): step 3/9, loss 0.5000, reported to tensorboard /out/"
+    assert going_line in text
     board = leaderboard(engine)
     assert board.splitlines()[2].startswith(models[1]) and "0.7500" in board
 
@@ -92,7 +112,8 @@ def test_cli_json_on_a_real_store(engine: Engine, db_url: str) -> None:
     report = json.loads(run.stdout)
     assert set(report) >= {"services", "samples", "annotations", "rankings", "datasets", "models", "eval_runs"}
     assert "production" in report
-    assert {"id", "path", "dataset", "overall", "state", "aliases"} <= set(report["models"][0])
+    assert {"id", "path", "dataset", "overall", "state", "aliases", "tracking"} <= set(report["models"][0])
+    assert report["training_runs"][0]["tracking"]["tensorboard"].endswith("/tensorboard")
     assert {"id", "model_id", "state", "overall"} <= set(report["eval_runs"][0])
 
 

@@ -193,3 +193,25 @@ def test_tiny_recipe_is_sized_for_a_cpu() -> None:
     steps = config.epochs * -(-responses // config.micro_batch_size) / config.grad_accum_steps
     assert 0 < steps <= 500  # minutes, not hours, on a laptop
     assert 0 < config.eval_every <= steps
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        ([], ["tensorboard"]),  # the default: TensorBoard works offline
+        (["report_to=none"], []),
+        (["report_to="], []),
+        (["report_to=MLflow,tensorboard,mlflow"], ["mlflow", "tensorboard"]),
+        (['report_to=["wandb"]'], ["wandb"]),
+    ],
+)
+def test_report_to_names_backends_or_none(given: list[str], kept: list[str]) -> None:
+    assert TrainConfig().with_overrides(given).report_to == kept
+
+
+@pytest.mark.parametrize(
+    ("value", "said"), [("comet", "comet is not one of tensorboard, mlflow, wandb"), ("none,mlflow", "none goes alone")]
+)
+def test_report_to_refuses_unknown_backends_naming_the_field(value: str, said: str) -> None:
+    with pytest.raises(ValueError, match=f"report_to: {said}"):
+        TrainConfig().with_overrides([f"report_to={value}"])

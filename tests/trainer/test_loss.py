@@ -112,3 +112,12 @@ def test_loss_is_finite_for_large_differences() -> None:
     rewards = torch.tensor([100.0, -100.0])
     assert math.isfinite(bt_loss(rewards, [(1, 0)], reg_coef=0.0).loss.item())
     assert bt_loss(rewards, [(1, 0)], reg_coef=0.0).loss.item() == pytest.approx(200.0, rel=1e-4)
+
+
+def test_margin_is_the_mean_gap_of_the_pairs_and_the_rewards_are_described() -> None:
+    rewards = torch.tensor([1.0, 0.0, 3.0, 3.0], requires_grad=True)
+    parts = bt_loss(rewards, [(0, 1), (1, 2), (2, 0)], margin=0.5)  # the loss's margin does not move the gap
+    assert parts.margin.item() == pytest.approx((1.0 + -3.0 + 2.0) / 3)
+    assert parts.reward_mean.item() == pytest.approx(7.0 / 4) and parts.responses == 4
+    assert not parts.margin.requires_grad and not parts.reward_mean.requires_grad  # figures, not graph
+    assert math.isnan(bt_loss(rewards, []).margin)

@@ -35,7 +35,9 @@ def tiny(tiny_checkpoint: Callable[..., Path]) -> Path:
 @pytest.mark.parametrize("nproc", ["1", "2"], ids=["one-process", "torchrun"])
 def test_cheems_train_reports_drops_progress_and_the_model_once(tiny: Path, tmp_path: Path, nproc: str) -> None:
     out = tmp_path / "run"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     overrides = [f"model={tiny}", f"out_dir={out}", f"max_length={MAX_LENGTH}", "epochs=1", "eval_files="]
+    overrides += ["report_to=tensorboard,mlflow", f"tracking_uri={uri}"]
     cmd = [
         sys.executable,
         "-m",
@@ -73,6 +75,25 @@ def test_cheems_train_reports_drops_progress_and_the_model_once(tiny: Path, tmp_
     assert said.count("training done") == 1 and f"trained {steps} steps" in said
     assert said.count(f"model in {out / 'model'}") == 1
     assert "[rank 1] INFO" not in said  # other ranks only warn
+    reported_by_rank_zero_only(out, uri, steps)
+
+
+def reported_by_rank_zero_only(out: Path, uri: str, steps: int) -> None:
+    """One TensorBoard event file and one MLflow run, holding metrics.jsonl's losses: rank 0 reported, alone."""
+    from mlflow.tracking import MlflowClient
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    losses = [(r["step"], r["loss"]) for r in records]
+    assert [s for s, _ in losses] == list(range(1, steps + 1))
+    assert len(list((out / "tensorboard").glob("events.out.tfevents.*"))) == 1  # a second rank would add its own
+    events = EventAccumulator(str(out / "tensorboard"))
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("train/loss")] == [(s, pytest.approx(v)) for s, v in losses]
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    history = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "train/loss"))
+    assert history == losses and records[0]["tracking"]["mlflow"] == run.info.run_id
 
 
 def test_without_a_trainable_pair_the_error_gives_the_counts() -> None:

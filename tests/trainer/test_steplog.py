@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from trainer.loss import bt_loss
+from trainer.meter import Meter
 from trainer.steplog import StepLog, Totals
 
 
@@ -48,3 +49,26 @@ def test_one_flush_reads_every_pending_step_and_shares_the_time_between_them() -
     assert [r["step"] for r in records] == [1, 2, 3]
     assert len({r["seconds"] for r in records}) == 1
     assert records[0]["loss"] > records[2]["loss"]  # a wider margin, a smaller loss
+
+
+def test_margin_and_the_rewards_mean_and_std_cover_every_forward_of_the_step() -> None:
+    first, second = torch.tensor([1.0, 0.0, 2.0]), torch.tensor([-1.0, 0.5])
+    totals = Totals()
+    totals.add(bt_loss(first, [(0, 1), (2, 1)]), 0.5, tokens=30, responses=3)
+    totals.add(bt_loss(second, [(1, 0)]), 0.5, tokens=20, responses=2)
+    (record,) = StepLog([totals.record(step=1)]).flush()
+    every = torch.cat([first, second])
+    assert record["margin"] == pytest.approx((1.0 + 2.0 + 1.5) / 3)  # r_w - r_l of each pair, pairs weighted alike
+    assert record["reward_mean"] == pytest.approx(every.mean().item())
+    assert record["reward_std"] == pytest.approx(every.std(unbiased=False).item(), abs=1e-6)
+
+
+def test_a_meter_stamps_each_step_with_memory_and_each_flush_with_mfu() -> None:
+    meter = Meter(torch.device("cpu"), flops_per_token=6e6, peak_flops=1e12, planned_bytes=123)
+    log = StepLog(meter=meter)
+    totals = Totals()
+    totals.add(bt_loss(torch.tensor([1.0, 0.0]), [(0, 1)]), 1.0, tokens=10, responses=2)
+    log.add(totals.record(step=1))
+    assert log.pending[0]["memory_peak_bytes"] > 0 and log.pending[0]["memory_planned_bytes"] == 123
+    (record,) = log.flush()
+    assert record["mfu"] == pytest.approx(record["tokens_per_s"] * 6e6 / 1e12)

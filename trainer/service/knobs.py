@@ -32,7 +32,7 @@ KNOBS = frozenset(
         "max_tokens", "epochs", "lr", "weight_decay", "warmup_ratio", "max_grad_norm", "reg_coef", "margin", "seed",
         "bf16", "gradient_checkpointing", "fsdp", "cpu_offload", "export_shard_bytes", "prefix_sharing",
         "attn_implementation", "eval_every", "eval_ece_bins", "save_every", "stop_after", "resume", "progress",
-        "log_every", "compile",
+        "log_every", "compile", "report_to", "experiment", "run_name",
     }
 )  # fmt: skip
 REFUSED = {
@@ -41,6 +41,7 @@ REFUSED = {
     "train_files": "the service sets it to the dataset's file",
     "out_dir": "the service sets it to the training's folder",
     "token_cache": "it is a folder on the service's host",
+    "tracking_uri": "the MLflow store is the service's (MLFLOW_TRACKING_URI in its environment)",
 }
 NAMED = frozenset({EVAL_FILES})  # path fields a request gives as names, turned into paths under a service folder
 

@@ -1,8 +1,8 @@
 """One thread per running training: progress into the store, and the run's end into a model or an error.
 
 Every `poll_seconds` the thread reads the lines the trainer added to OUT/metrics.jsonl and records
-step, total_steps, loss and overall (`registry.update_training`), then asks the launcher how the run
-is. When it ended:
+step, total_steps, loss, overall and the reporting runs' ids (`registry.update_training`), then asks
+the launcher how the run is. When it ended:
 - succeeded, and OUT/model exported: the model is registered (overall = the final evaluation in its
   metadata), its ModelEvent queued in the store's outbox in the registration's transaction (the service's
   relay publishes it on cheems.models.v1 after the commit: a crash or a broker outage delays it only);
@@ -34,7 +34,7 @@ from services.store.models import Training
 from services.store.registry import ENDED
 from trainer.service.config import TrainingConfig
 from trainer.service.launchers import Launcher, Status
-from trainer.service.progress import MetricsReader, exported_model, final_overall, progress_of
+from trainer.service.progress import MetricsReader, exported_model, final_overall, model_tracking, progress_of
 
 log = logging.getLogger(__name__)
 
@@ -125,18 +125,20 @@ class Monitor:
             if status.phase == "failed":
                 self._fail(training_id, status.error)
             elif model is not None:
-                self._register(training_id, str(model), final_overall(model))
+                self._register(training_id, str(model), final_overall(model), model_tracking(model))
             elif status.phase == "succeeded":
                 self._fail(training_id, f"the run ended without exporting a model to {out_dir}/model")
             else:
                 return not self._relaunch(training_id, out_dir)
         return True
 
-    def _register(self, training_id: str, path: str, overall: float | None) -> None:
+    def _register(
+        self, training_id: str, path: str, overall: float | None, tracking: dict[str, str] | None = None
+    ) -> None:
         # The ModelEvent goes to the outbox in the registration's transaction (never a transaction waiting on
         # the broker): the service's relay publishes it after the commit, and a crash or an outage delays it only.
         with session_scope(self.service.engine) as session:
-            model, created = registry.register_model(session, training_id, path, overall)
+            model, created = registry.register_model(session, training_id, path, overall, tracking)
             if created:
                 event = events_pb2.ModelEvent(
                     header=events_pb2.EventHeader(producer="training"), model=model_message(model)

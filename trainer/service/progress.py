@@ -1,9 +1,10 @@
 """What a running training has written, as the training service records it: progress and the exported model.
 
 The trainer appends one JSON line per optimizer step to OUT/metrics.jsonl (step, total_steps, loss,
-and eval when it evaluated); `MetricsReader` reads the lines added since its last call, whole lines
-only (a line being written is read next time). The exported model is complete once
-OUT/model/cheems_metadata.json exists: `save_model` writes it after the weights and the tokenizer.
+eval when it evaluated, and tracking, the ids of the runs it reports to, in each process's first line);
+`MetricsReader` reads the lines added since its last call, whole lines only (a line being written is read next
+time). The exported model is complete once OUT/model/cheems_metadata.json exists: `save_model` writes it after
+the weights and the tokenizer.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ METADATA = "cheems_metadata.json"
 
 
 def progress_of(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """The registry fields (step, total_steps, loss, overall) the records update; later records win."""
+    """The registry fields (step, total_steps, loss, overall, tracking) the records update; later records win."""
     changes: dict[str, Any] = {}
     for record in records:
         if isinstance(record.get("step"), int):
@@ -34,6 +35,8 @@ def progress_of(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         overall = (record.get("eval") or {}).get("overall") if isinstance(record.get("eval"), dict) else None
         if _finite(overall):
             changes["overall"] = float(overall)  # type: ignore[arg-type]
+        if isinstance(record.get("tracking"), dict) and record["tracking"]:
+            changes["tracking"] = record["tracking"]
     return changes
 
 
@@ -77,9 +80,19 @@ def exported_model(out_dir: str | Path) -> Path | None:
 
 def final_overall(model_dir: Path) -> float | None:
     """The CheemsBench overall of the training's final evaluation, from the model's metadata, when any."""
+    overall = (_metadata(model_dir).get("final_eval") or {}).get("overall")
+    return float(overall) if isinstance(overall, int | float) and _finite(overall) else None
+
+
+def model_tracking(model_dir: Path) -> dict[str, str] | None:
+    """The runs that reported the model's training ({backend: id}), from its metadata, when any."""
+    tracking = _metadata(model_dir).get("tracking")
+    return {str(k): str(v) for k, v in tracking.items()} if isinstance(tracking, dict) and tracking else None
+
+
+def _metadata(model_dir: Path) -> dict[str, Any]:
     try:
         metadata = json.loads((model_dir / METADATA).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    overall = (metadata.get("final_eval") or {}).get("overall") if isinstance(metadata, dict) else None
-    return float(overall) if isinstance(overall, int | float) and _finite(overall) else None
+        return {}
+    return metadata if isinstance(metadata, dict) else {}

@@ -34,11 +34,13 @@ BENCH = (str(SAMPLE / "open.jsonl"), str(SAMPLE / "human.jsonl"))
 
 
 def register(engine: Engine, number: int, recipe: str = "human-debias") -> str:
-    """A registered model (dataset, training, model) whose id the store makes up; returns it."""
+    """A registered model (dataset, training, model) whose id the store makes up, its training reported to
+    TensorBoard and MLflow (run `mlflow-<number>`); returns it."""
     with session_scope(engine) as session:
         dataset, _ = registry.add_dataset(session, f"{number + 1:064x}", recipe, f"d{number}.jsonl", 18, 150, 18)
         training = registry.create_training(session, dataset.id, "tiny-cpu", {}, "local", "out/trainings/{id}")
-        model, _ = registry.register_model(session, training.id, f"out/trainings/{training.id}/model", None)
+        reported = {"tensorboard": f"out/trainings/{training.id}/tensorboard", "mlflow": f"mlflow-{number}"}
+        model, _ = registry.register_model(session, training.id, f"out/trainings/{training.id}/model", None, reported)
         return model.id
 
 

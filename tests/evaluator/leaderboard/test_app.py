@@ -136,6 +136,10 @@ def test_a_model_as_json_and_as_a_page_with_its_chart_and_history(board: Served)
     assert data["dataset"]["recipe"] == "human-debias" and data["dataset"]["pairs"] == 150
     assert data["dataset"]["details"] is None  # stored without a build record: the page says so
     assert 'id="dataset-pairs">150<' in page and "没有各步骤的记录" in page
+    tracking = data["tracking"]  # where its training was reported, as the store keeps it
+    assert set(tracking) == {"tensorboard", "mlflow"} and tracking["mlflow"].startswith("mlflow-")
+    assert f'id="tracking-mlflow">{tracking["mlflow"]}</code>' in page and "训练记录" in page
+    assert get_json(f"{board.base}/api/leaderboard")["models"][0]["tracking"] == tracking
     categories = {c for s in data["result"]["subsets"].values() for c in s["per_category"]}
     assert all(f'data-category="{c}"' in page for c in categories)
     status, kind, svg = get(f"{board.base}/models/{board.best}/chart.svg")

@@ -11,7 +11,9 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy.engine import make_url
 
-from services.store.db import StoreConfig, create_engine_for
+from services.store import registry
+from services.store.db import StoreConfig, create_engine_for, session_scope
+from services.store.errors import InvalidRecord
 from services.store.migrate import current_revision, head_revision, upgrade, upgrade_sql
 from services.store.models import Base
 from services.store.outbox import StoreOutbox
@@ -42,7 +44,7 @@ def _differences(engine: Engine) -> list[object]:
 def test_upgrade_is_idempotent_and_reaches_head(db_url: str) -> None:
     upgrade(db_url)
     upgrade(db_url)
-    assert current_revision(db_url) == head_revision() == "0012"
+    assert current_revision(db_url) == head_revision() == "0013"
 
 
 def test_runs_stored_before_0003_get_five_ece_bins(db_url: str) -> None:
@@ -78,6 +80,41 @@ def test_events_queued_before_0012_are_relayed_untraced(db_url: str) -> None:
         upgrade(db_url)
         (waiting,) = StoreOutbox(engine).take(10)
         assert (waiting.key, waiting.value, waiting.trace_context) == ("p1", b"old", {})
+    finally:
+        engine.dispose()
+
+
+def test_trainings_and_models_stored_before_0013_were_reported_nowhere_known(db_url: str) -> None:
+    upgrade(db_url, "0012")
+    engine = create_engine_for(StoreConfig(db_url))
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO datasets (id, recipe, path, prompts, pairs, rankings, created_at) VALUES"
+                    f" ('{'d' * 64}', 'human', 'd.jsonl', 1, 1, 1, CURRENT_TIMESTAMP)"
+                )
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO trainings (id, dataset_id, recipe, overrides, state, launcher, out_dir, step,"
+                    f" total_steps, created_at, updated_at) VALUES ('t1', '{'d' * 64}', 'tiny-cpu', '{{}}', 'running',"
+                    " 'local', 'out/t1', 2, 9, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+                )
+            )
+        upgrade(db_url)
+        with session_scope(engine) as session:
+            assert registry.get_training(session, "t1").tracking is None
+            with pytest.raises(InvalidRecord, match="tracking"):
+                registry.update_training(session, "t1", tracking=["not", "an", "object"])
+            registry.update_training(session, "t1", tracking={"tensorboard": "/out/t1/tensorboard", "mlflow": "ab"})
+            model, _ = registry.register_model(session, "t1", "out/t1/model", None)
+            assert model.tracking == {"tensorboard": "/out/t1/tensorboard", "mlflow": "ab"}  # the training's runs
+        with session_scope(engine) as session:
+            assert registry.get_model(session, "rm-t1").tracking == {
+                "tensorboard": "/out/t1/tensorboard",
+                "mlflow": "ab",
+            }
     finally:
         engine.dispose()
 

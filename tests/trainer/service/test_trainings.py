@@ -114,6 +114,10 @@ def test_start_training_trains_records_progress_and_registers_the_model(
     events = [e for e in read_events(broker.bootstrap, topics.MODELS) if e.model.model_id == model.model_id]
     assert len(events) == 1 and isinstance(events[0], events_pb2.ModelEvent)
     assert events[0].model.path == model.path and events[0].header.producer == "training"
+    board = str((Path(done.out_dir) / "tensorboard").resolve())  # report_to's default: TensorBoard in OUT/tensorboard
+    with session_scope(service.engine) as session:  # the store keeps where the training was reported
+        assert registry.get_training(session, done.training_id).tracking == {"tensorboard": board}
+        assert registry.get_model(session, done.model_id).tracking == {"tensorboard": board}
 
 
 def test_cancel_stops_the_process_group(stub: Any, service: TrainingService) -> None:

@@ -110,5 +110,8 @@ class RollingStats:
         # a side whose spread is within rounding of its sums is constant: r would be noise divided by noise
         if vx <= 1e-12 * (s.xx / n + 1e-300) or vy <= 1e-12 * (s.yy / n + 1e-300):
             return None
+        spread = math.sqrt(vx) * math.sqrt(vy)  # not sqrt(vx * vy): that product underflows for tiny values
+        if spread == 0.0:
+            return None
         covariance = s.xy / n - (s.x / n) * (s.y / n)
-        return max(-1.0, min(1.0, covariance / math.sqrt(vx * vy)))
+        return max(-1.0, min(1.0, covariance / spread))

@@ -213,7 +213,7 @@ class ScorerConfig(BaseSettings):
     metrics: bool = Field(
         default=True,
         description="Count calls, phases, tokens and rewards for /metrics (off: nothing counted, /metrics answers 404; "
-        "what bench/scorer_bench.py --metrics-cost compares with).",
+        "what bench/scorer_bench.py --metrics-only compares with).",
     )
     reward_window: int = Field(
         default=1024,

@@ -11,6 +11,7 @@ once (`cheems.packing`); `shared_rewards` is the same for a training forward (gr
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -20,6 +21,25 @@ from cheems.model import head_of
 from cheems.packing import Cost, Packed, Row, lay_out, plan_rows
 
 MAX_BATCH_TOKENS = 32768  # padded tokens per forward in `score_in_groups`
+
+
+@dataclass(frozen=True)
+class ForwardTokens:
+    """What one forward of `score_rows` held: the tokens of its sequences (`given`), of its rows (a shared prefix
+    once: `rows`), and of its input tensor (`computed`, padding included)."""
+
+    given: int
+    rows: int
+    computed: int
+
+    @property
+    def shared(self) -> int:
+        """Tokens of common prefixes computed once instead of once per sequence."""
+        return self.given - self.rows
+
+    @property
+    def padding(self) -> int:
+        return self.computed - self.rows
 
 
 class Interrupted(Exception):
@@ -112,13 +132,14 @@ def score_rows(
     max_tokens: int = MAX_BATCH_TOKENS,
     stop: Callable[[], bool] | None = None,
     done: Callable[[int], object] | None = None,
+    measure: Callable[[ForwardTokens], object] | None = None,
 ) -> list[float]:
     """Rewards of `sequences` laid out as `rows` (every index in exactly one), in input order: packed rows in
     length groups of their own (their mask), single sequences in plain right-padded length groups (under
     FlexAttention with the packed rows, end to end); a group
     holds at most `max_batch` rows and `max_tokens` padded tokens. `stop()` is asked before each forward; when
     it says so, `Interrupted` is raised (the caller has gone: the forwards left are not run). `done(n)` is told
-    after each forward how many sequences it scored (a progress bar)."""
+    after each forward how many sequences it scored (a progress bar); `measure(tokens)` what it held (metrics)."""
     out = [0.0] * len(sequences)
     flat = attention_of(model) == "flex_attention"  # every row goes end to end with the others (`forward_rewards`)
     packs = [r for r in rows if len(r.members) > 1 or flat]
@@ -133,6 +154,10 @@ def score_rows(
             check()
             chosen = [packs[g] for g in group]
             values = packed_rewards(model, sequences, chosen, device).tolist()
+            if measure is not None:
+                lengths = [r.length(sequences) for r in chosen]
+                given = sum(len(sequences[i]) for r in chosen for i in r.members)
+                measure(ForwardTokens(given, sum(lengths), sum(lengths) if flat else len(lengths) * max(lengths)))
             for i, v in zip([i for r in chosen for i in r.members], values, strict=True):
                 out[i] = v
             if done is not None:
@@ -141,6 +166,9 @@ def score_rows(
             check()
             members = [alone[g] for g in group]
             values = forward_rewards(model, [sequences[i] for i in members], device).tolist()
+            if measure is not None:
+                lengths = [len(sequences[i]) for i in members]
+                measure(ForwardTokens(sum(lengths), sum(lengths), len(lengths) * max(lengths)))
             for i, v in zip(members, values, strict=True):
                 out[i] = v
             if done is not None:

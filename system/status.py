@@ -5,7 +5,9 @@
 
     {"services": {name: "SERVING" | "NOT_SERVING" | "UNREACHABLE"},
      "metrics": {name: "http://host:port/metrics"},   # where Prometheus scrapes each process (`cheems up`'s: "up")
-     "served": [{"model_id", "dtype", "backend", "default", "in_flight"}] | "why not",  # the scorer's models now
+     "served": [{"model_id", "dtype", "backend", "default", "in_flight",                 # the scorer's models now
+                 "reward_watch": {"count", "mean", "std", "length_correlation", "bench_mean", "bench_std",
+                                  "bench_run_id"} | null}] | "why not",
      "samples": int, "annotations": int, "rankings": int, "trainings": int,
      "rule_filtered": {"<rule><threshold>": int},   # responses the rule filter kept out of annotation
      "datasets": [{"id", "recipe", "prompts", "pairs", "rankings", "supervisor_model_id", "created_at",
@@ -14,6 +16,9 @@
      "training_runs": [{"id", "state", "step", "total_steps", "loss", "tracking"}],   # pending or running, newest 1st
      "eval_runs": [{"id", "model_id", "state", "overall", "items_scored", "items_total"}]}      # newest first
 
+A served model's `reward_watch` is the scorer's rolling view of the rewards it served (its last `--reward-window`:
+mean, std, Pearson correlation with the responses' length in characters) beside those it gave on its newest
+CheemsBench run (null figures where undefined or unknown); the text report puts them next to the model's overall.
 A run's `state` is "running", "done" or "failed"; a model's `overall` is the CheemsBench Overall of its
 newest finished evaluation run (null until one finishes). A dataset's `details` is how it was made
 (`trainer.datasets.build.dataset_details`: each step's settings, counts per source before and after each step;
@@ -83,9 +88,29 @@ def served_models(address: str, timeout: float, token: str = "") -> list[dict[st
         return f"{e.code().name}: {e.details()}"
     return [
         {"model_id": m.model_id, "dtype": m.dtype, "backend": info.backend, "default": m.is_default,
-         "in_flight": m.in_flight}
+         "in_flight": m.in_flight, "reward_watch": watch_json(m)}
         for m in info.models
     ]  # fmt: skip
+
+
+def watch_json(model: Any) -> dict[str, Any] | None:
+    """A LoadedModel's reward watch as JSON (None when the scorer has none for it); unset figures are null."""
+    if not model.HasField("reward_watch"):
+        return None
+    w = model.reward_watch
+
+    def optional(name: str) -> float | None:
+        return getattr(w, name) if w.HasField(name) else None
+
+    return {
+        "count": w.count,
+        "mean": w.mean if w.count else None,
+        "std": w.std if w.count else None,
+        "length_correlation": optional("length_correlation"),
+        "bench_mean": optional("bench_mean"),
+        "bench_std": optional("bench_std"),
+        "bench_run_id": w.bench_run_id or None,
+    }
 
 
 def store_status(engine: Engine) -> dict[str, Any]:
@@ -142,6 +167,29 @@ def store_status(engine: Engine) -> dict[str, Any]:
     }
 
 
+def watch_line(served: Mapping[str, Any], overall: float | None) -> str:
+    """One model's reward watch, served beside bench: `  reward watch m-1: served mean 0.41 std 1.20 (1024
+    rewards), length r +0.12; bench mean 0.38 std 1.10, overall 0.7321`."""
+    w = served["reward_watch"]
+
+    def figure(value: float | None, sign: str = "") -> str:
+        return "-" if value is None else f"{value:{sign}.3f}"
+
+    served_part = (
+        f"served mean {figure(w['mean'])} std {figure(w['std'])} ({w['count']} rewards), "
+        f"length r {figure(w['length_correlation'], '+')}"
+        if w["count"]
+        else "nothing served yet"
+    )
+    bench = (
+        "bench not in the store"
+        if w["bench_mean"] is None
+        else f"bench mean {figure(w['bench_mean'])} std {figure(w['bench_std'])}"
+    )
+    score = "" if overall is None else f", CheemsBench overall {overall:.4f}"
+    return f"  reward watch {served['model_id']}: {served_part}; {bench}{score}"
+
+
 def render(report: Mapping[str, Any]) -> str:
     """The report as text: services, stage counts, then the leaderboard."""
     lines = ["services:"]
@@ -154,6 +202,8 @@ def render(report: Mapping[str, Any]) -> str:
             f"{m['model_id']} ({'default, ' if m['default'] else ''}{m['dtype'] or 'dtype unknown'})" for m in served
         ]
         lines.append(f"scorer models: {', '.join(held) or 'none loaded'}")
+        overall_of = {m["id"]: m["overall"] for m in report.get("models", [])}
+        lines += [watch_line(m, overall_of.get(m["model_id"])) for m in served if m.get("reward_watch")]
     if "store_error" in report:
         lines.append(f"store: {report['store_error']}")
     if "samples" in report:

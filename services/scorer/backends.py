@@ -16,7 +16,7 @@ what it computes in (`cheems.precision`); GetModelInfo reports both.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol, cast
@@ -24,12 +24,13 @@ from typing import Any, Protocol, cast
 import numpy as np
 
 from cheems.execution import Execution
-from cheems.forward import can_share, plan, score_rows, side_by_side, split
+from cheems.forward import ForwardTokens, can_share, plan, score_rows, side_by_side, split
 from cheems.packing import Cost, Row, plan_rows
 from services.scorer.batcher import Batcher, BatchLimits, Work
 from services.scorer.batching import requests
 from services.scorer.deadline import NO_DEADLINE, Deadline
 from services.scorer.errors import BackendUnavailable, DeadlineExceeded, ScorerError
+from services.scorer.telemetry.phases import note_queue
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,7 @@ class TorchBackend:
         self.attention = execution.attention  # the kernel it runs, resolved for the device
         limits = BatchLimits(execution.max_sequences, execution.max_tokens, queue_delay)
         self.batcher = Batcher(self._run, limits, name=model_dir)
+        self.on_forward: Callable[[ForwardTokens], object] | None = None  # what each forward held (metrics)
 
     def ready(self) -> bool:
         return self.model is not None
@@ -90,7 +92,11 @@ class TorchBackend:
             raise BackendUnavailable("the model was closed (the scorer is stopping or switched models)")
         rows = plan(self.model, sequences, self.prefix_sharing, self.execution.device)
         work = Work(sequences, sum(r.length(sequences) for r in rows), rows)
-        return self.batcher.submit(work, deadline or Deadline.of(None, NO_DEADLINE))
+        try:
+            return self.batcher.submit(work, deadline or Deadline.of(None, NO_DEADLINE))
+        finally:
+            if work.started is not None:
+                note_queue(work.started - work.arrived)  # the call's clock, when it keeps one (`telemetry.phases`)
 
     def _run(self, works: Sequence[Work]) -> list[list[float]]:
         """One batch: every call's rows side by side (each call's own plan), rewards split back per call."""
@@ -102,6 +108,7 @@ class TorchBackend:
         values = score_rows(
             model, sequences, rows, execution.max_sequences, execution.device, execution.max_tokens,
             stop=lambda: all(work.abandoned for work in works),  # nobody waits: the forwards left are dropped
+            measure=self.on_forward,
         )  # fmt: skip
         return split(values, [len(work.sequences) for work in works])
 

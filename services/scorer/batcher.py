@@ -60,6 +60,7 @@ class Work:
     tokens: int
     plan: object = None  # the call's own row plan, passed back to `run` untouched
     arrived: float = field(default_factory=time.monotonic)
+    started: float | None = None  # when the forward that holds it began (its wait: started - arrived)
     done: threading.Event = field(default_factory=threading.Event)
     values: list[float] | None = None
     error: BaseException | None = None
@@ -172,6 +173,9 @@ class Batcher:
         return batch
 
     def _execute(self, batch: list[Work]) -> None:
+        now = time.monotonic()
+        for work in batch:
+            work.started = work.started or now  # a call run again alone keeps its first start
         try:
             results = self._run(batch)
         except Exception as e:

@@ -59,8 +59,9 @@ class ScorerConfig(BaseSettings):
         default="",
         repr=False,  # a URL may hold a password
         validate_default=True,
-        description="Store URL: the registry --follow reads (production, and the models calls name); "
-        "empty = CHEEMS_DATABASE_URL.",
+        description="Store URL: the registry --follow reads (production, and the models calls name), and where the "
+        "reward watch finds each model's CheemsBench rewards; empty = CHEEMS_DATABASE_URL with --follow or --accounts, "
+        "else none.",
     )
     backend: Literal["triton", "torch", "vllm"] = Field(
         default="triton",
@@ -208,6 +209,16 @@ class ScorerConfig(BaseSettings):
     )
     watch_seconds: float = Field(
         default=0.5, gt=0, description="How often the backend's health is checked, in seconds."
+    )
+    metrics: bool = Field(
+        default=True,
+        description="Count calls, phases, tokens and rewards for /metrics (off: nothing counted, /metrics answers 404; "
+        "what bench/scorer_bench.py --metrics-only compares with).",
+    )
+    reward_window: int = Field(
+        default=1024,
+        ge=2,
+        description="Rewards the reward watch's rolling mean, std and length correlation are over, per model.",
     )
     device: str = Field(default="cpu", description="Torch device of the model: cpu, cuda, cuda:1 ...")
     workers: int = Field(default=16, ge=1, description="gRPC handler threads.")

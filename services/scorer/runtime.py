@@ -29,7 +29,7 @@ from cheems.errors import PortInUse
 from services.access import Authenticate
 from services.bus.topics import MODELS
 from services.observe.metrics import add_process_collectors
-from services.scorer.backends import Backend
+from services.scorer.backends import Backend, TorchBackend
 from services.scorer.config import ScorerConfig
 from services.scorer.http.app import create_app
 from services.scorer.models.feed import ModelFeed
@@ -39,7 +39,8 @@ from services.scorer.models.served import NO_MODEL, ModelRef, ModelSlot, ServedM
 from services.scorer.models.shelf import ModelShelf
 from services.scorer.server import callers, create_server, set_alive, set_health
 from services.scorer.service import Scorer
-from services.scorer.telemetry import ScorerMetrics
+from services.scorer.telemetry import Loaded, ScorerMetrics
+from services.scorer.telemetry.bench import BenchCache, store_bench
 from services.scorer.triton.available import require_triton
 from services.scorer.triton.host import TritonHost
 from services.scorer.triton.shared import SharedTriton
@@ -64,7 +65,7 @@ class ScorerServer:
         self._http_thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self.failed = threading.Event()  # the backend is gone for good: the process should be replaced
-        self.metrics = ScorerMetrics()
+        self.metrics = ScorerMetrics(enabled=config.metrics, reward_window=config.reward_window)
         self.scorer: Scorer | None = None
         self.supervisor: Supervisor | None = None
         self.follower: Follower | None = None
@@ -125,10 +126,7 @@ class ScorerServer:
         if lookup is not None:  # following the registry: a replaced default model stays for the calls naming it
             self.models.handover = self.shelf.handover
         scorer = self.scorer = Scorer(config, self.models, self.metrics, self.shelf)
-        shelf = self.shelf
-        self.metrics.watch_models(
-            lambda: [(m.ref.model_id, m.backend.name, m.dtype, default) for m, default, _ in shelf.loaded()]
-        )
+        self._watch(self.shelf)
         self.callers = callers(config)  # who may call (None: anyone), on gRPC and HTTP alike
         self._grpc, self.grpc_port, self._health = create_server(config, scorer, self.callers)
         add_process_collectors(self.metrics.registry)  # beside the scorer's own and its gRPC calls': one /metrics
@@ -158,10 +156,31 @@ class ScorerServer:
         return model
 
     def _instrument(self, model: ServedModel) -> None:
-        """The model's forwards counted in /metrics (where its backend batches calls itself)."""
+        """The model's forwards counted in /metrics (where its backend batches calls itself: torch)."""
+        metrics, model_id = self.metrics, model.ref.model_id
+        if not metrics.enabled:
+            return
         batcher = getattr(model.backend, "batcher", None)
         if batcher is not None:
-            batcher.on_batch = self.metrics.observe_forward
+            batcher.on_batch = lambda calls, sequences: metrics.observe_batch(model_id, calls, sequences)
+        if isinstance(model.backend, TorchBackend):
+            model.backend.on_forward = lambda tokens: metrics.observe_tokens(model_id, tokens)
+
+    def _watch(self, shelf: ModelShelf) -> None:
+        """What /metrics reads at each scrape: the models loaded now, their engines' own metrics, and (with a store)
+        the rewards each gave on its bench."""
+        metrics = self.metrics
+
+        def loaded() -> list[Loaded]:
+            return [
+                Loaded(m.ref.model_id, m.backend.name, m.dtype, default, m.in_flight, m.load_seconds)
+                for m, default, _ in shelf.loaded()
+            ]
+
+        metrics.watch_models(loaded)
+        metrics.watch_backends(lambda: [s for m, _, _ in shelf.loaded() if (s := m.metrics_source()) is not None])
+        if self.config.db:
+            metrics.use_bench(BenchCache(store_bench(self.config.db)))
 
     def _load_default(self, ref: ModelRef) -> ServedModel:
         """The model that becomes the default: the shelf's copy when calls naming it loaded it already (the

@@ -36,6 +36,7 @@ from services.scorer.errors import (
     ScorerError,
 )
 from services.scorer.service import ScoreArgs, Scorer, Scores
+from services.scorer.telemetry import ScorerMetrics
 from services.scorer.wire import oversized_text
 
 log = logging.getLogger(__name__)
@@ -89,20 +90,18 @@ class RewardServicer:
     def _abort(self, api: str, context: grpc.ServicerContext, e: ScorerError) -> None:
         """End the call with the error's status and reason (raises, as `context.abort` does)."""
         code = status_of(e)
-        self.scorer.metrics.requests.labels(api, code.name).inc()
+        self.scorer.metrics.count(api, code.name)
         log.info("%s -> %s: %s", api, code.name, e)
         abort(context, e)
 
     def _call(self, api: str, context: grpc.ServicerContext, work: Callable[[Deadline], Any]) -> Any:
-        metrics = self.scorer.metrics
         started = time.perf_counter()
         deadline = self.scorer.deadline(context.time_remaining(), context.is_active)
         try:
             reply = work(deadline)
         except ScorerError as e:
             self._abort(api, context, e)
-        metrics.requests.labels(api, "OK").inc()
-        metrics.latency.labels(api).observe(time.perf_counter() - started)
+        self.scorer.metrics.count(api, "OK", model_of(reply), time.perf_counter() - started)
         return reply
 
     def Score(self, request: reward_pb2.ScoreRequest, context: grpc.ServicerContext) -> reward_pb2.ScoreResponse:
@@ -149,10 +148,35 @@ class RewardServicer:
                     in_flight=m.in_flight,
                     dtype=m.dtype,
                     attn_implementation=m.attention,
+                    reward_watch=reward_watch(self.scorer.metrics, m.ref.model_id),
                 )
                 for m, default, a in self.scorer.shelf.loaded()
             ],
         )
+
+
+def reward_watch(metrics: ScorerMetrics, model_id: str) -> reward_pb2.RewardWatch | None:
+    """The reward watch's figures of one model for GetModelInfo (None when it has none: no reward served yet, and
+    no bench figures)."""
+    figures = metrics.watch.figures(model_id)
+    bench = metrics.watch.bench(model_id) if metrics.watch.bench is not None else None
+    if figures is None and bench is None:
+        return None
+    watch = reward_pb2.RewardWatch()
+    if figures is not None:
+        watch.count, watch.mean, watch.std = figures.count, figures.mean or 0.0, figures.std or 0.0
+        if figures.length_correlation is not None:
+            watch.length_correlation = figures.length_correlation
+    if bench is not None:
+        watch.bench_mean, watch.bench_std, watch.bench_run_id = bench.mean, bench.std, bench.run_id
+    return watch
+
+
+def model_of(reply: Any) -> str:
+    """The id of the model that scored a Score or ScoreBatch reply (a batch naming several: its first item's)."""
+    if isinstance(reply, reward_pb2.ScoreBatchResponse):
+        return reply.results[0].model if reply.results else ""
+    return str(getattr(reply, "model", ""))
 
 
 def callers(config: ScorerConfig) -> Authenticate | None:

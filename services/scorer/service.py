@@ -9,7 +9,6 @@ model served now (`served.ModelSlot`) once and uses it to its end, so a switch (
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -21,7 +20,8 @@ from services.scorer.deadline import Deadline, always
 from services.scorer.errors import BackendUnavailable, ScorerError
 from services.scorer.models.served import ModelSlot, ServedModel
 from services.scorer.models.shelf import ModelShelf
-from services.scorer.telemetry import ScorerMetrics
+from services.scorer.telemetry import Scored, ScorerMetrics
+from services.scorer.telemetry.phases import CallClock, call_clock
 from services.scorer.tokenization import ScoreJob, best_index, make_job, query_text, tokenize_job
 from services.scorer.tokenization import tokenize_texts as tokenize_queries
 
@@ -97,9 +97,8 @@ class Scorer:
     def _score_with(
         self, name: str, items: Sequence[ScoreArgs], indexes: list[int], deadline: Deadline
     ) -> list[Scores]:
-        started = time.perf_counter()
         encoded: list[list[Encoded]] = []
-        with self._lease(name) as model:
+        with self._lease(name) as model, call_clock() as clock:
             with preparing(model.backend):  # a batching backend waits (briefly) for calls still tokenizing
                 for i in indexes:
                     deadline.check("tokenizing")
@@ -107,11 +106,13 @@ class Scorer:
                         encoded.append(self._tokenize(model, items[i]))
                     except ScorerError as e:
                         raise type(e)(f"items[{i}]: {e}" if len(items) > 1 else str(e)) from e
-            flat = [e.input_ids for job in encoded for e in job]
-            inference_started = time.perf_counter()
-            self.metrics.queue.observe(inference_started - started)
-            values = self._infer(model, flat, deadline)
-        done = time.perf_counter()
+            flat = [e for job in encoded for e in job]
+            inference_started = clock.tokenized()
+            values = self._infer(model, [e.input_ids for e in flat], deadline)
+            done = clock.inferred()
+        lengths = [len(r) for i in indexes for r in items[i].responses]
+        self._observe(model.ref.model_id, clock, flat, values, lengths)
+        started = clock.started
         out, start = [], 0
         for job in encoded:
             scores = values[start : start + len(job)]
@@ -130,13 +131,18 @@ class Scorer:
         return out
 
     def score_queries(
-        self, queries: Sequence[str], deadline: Deadline | None = None, model_name: str = ""
+        self,
+        queries: Sequence[str],
+        deadline: Deadline | None = None,
+        model_name: str = "",
+        prompts: Sequence[str] | None = None,
     ) -> QueryScores:
-        """OpenRLHF's remote-RM call: each query is a prompt and response already templated.
+        """OpenRLHF's remote-RM call: each query is a prompt and response already templated; `prompts`, when the
+        call gives them, only tell the reward watch where each response begins (its length).
 
         The same length policy as Score: over max_length is an error, or cut when truncation is set."""
         deadline = deadline or self.deadline()
-        with self._lease(model_name) as model:
+        with self._lease(model_name) as model, call_clock() as clock:
             eos = model.tokenizer.eos_token or ""
             texts = [query_text(q, model.tokenizer.pad_token, eos) for q in queries]
             deadline.check("tokenizing")
@@ -144,10 +150,20 @@ class Scorer:
                 encoded = tokenize_queries(
                     tokenizer, texts, self.config.max_length, self.config.truncation_policy, model.char_budget, "query"
                 )
+            clock.tokenized()
             values = self._infer(model, [e.input_ids for e in encoded], deadline)
+            clock.inferred()
+        self._observe(model.ref.model_id, clock, encoded, values, response_lengths(queries, prompts))
         return QueryScores(
             values, [len(e.input_ids) for e in encoded], [e.truncated for e in encoded], model.ref.model_id
         )
+
+    def _observe(
+        self, model_id: str, clock: CallClock, encoded: Sequence[Encoded], values: list[float], lengths: list[int]
+    ) -> None:
+        tokens = [len(e.input_ids) for e in encoded]
+        scored = Scored(clock, tokens, sum(e.truncated for e in encoded), values, lengths)
+        self.metrics.observe_scored(model_id, scored)
 
     def _lease(self, name: str = "") -> AbstractContextManager[ServedModel]:
         """The model this call uses from start to end; fails fast while the backend is known to be down."""
@@ -167,11 +183,17 @@ class Scorer:
         """Backend scores in rounds; between rounds the deadline and the caller are checked."""
         if self.unavailable:
             raise BackendUnavailable(self.unavailable)
-        self.metrics.batch_size.observe(len(sequences))
         step = self.config.max_batch_size * ROUND
         values: list[float] = []
         for start in range(0, len(sequences), step):
             deadline.check("inference")
             values += model.backend.score(sequences[start : start + step], deadline)
-        self.metrics.responses.inc(len(sequences))
         return values
+
+
+def response_lengths(queries: Sequence[str], prompts: Sequence[str] | None) -> list[int]:
+    """Characters of each query's response: what follows its prompt when the query begins with it, else the whole
+    query (OpenRLHF sends `prompts` beside `query`; other clients may not)."""
+    if prompts is None or len(prompts) != len(queries):
+        return [len(q) for q in queries]
+    return [len(q) - len(p) if p and q.startswith(p) else len(q) for q, p in zip(queries, prompts, strict=True)]

@@ -7,12 +7,16 @@ set of acknowledged writes (the chaos soak's audit, `system.soak.checks`).
         ids = prompt_ids(s, texts)                    # {prompt text: the ids of the prompts with that text}
     tasks = state_counts(engine, "tasks")             # {"open": 3, "done": 5}: the services' /metrics gauges
 
-`repository.runs_of_model` and `repository.run_scores` serve one model's history and one run's scores.
+`repository.runs_of_model` and `repository.run_scores` serve one model's history and one run's scores;
+`bench_rewards(s, model_id)` the distribution of the rewards a model gave on its newest finished evaluation (the
+scorer's reward watch compares what it serves with it).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, select
@@ -57,6 +61,41 @@ def model_runs(session: Session) -> list[EvalRun]:
     """Every evaluation run that names a model (registered or not), oldest first."""
     query = select(EvalRun).where(EvalRun.model_id.is_not(None)).order_by(EvalRun.created_at, EvalRun.id)
     return list(session.scalars(query))
+
+
+@dataclass(frozen=True)
+class BenchRewards:
+    """The rewards a model gave on one evaluation run: how many, their mean and population standard deviation."""
+
+    run_id: str
+    count: int
+    mean: float
+    std: float
+
+
+def bench_rewards(session: Session, model_id: str) -> BenchRewards | None:
+    """The distribution of every reward `model_id` gave on its newest succeeded evaluation run (the scores stored
+    per prompt, each response once); None when it has no such run, or the run stored no finite score."""
+    query = (
+        select(EvalRun.id)
+        .where(EvalRun.model_id == model_id, EvalRun.state == "succeeded")
+        .order_by(EvalRun.created_at.desc(), EvalRun.id.desc())
+        .limit(1)
+    )
+    run_id = session.scalar(query)
+    if run_id is None:
+        return None
+    values = [
+        float(v)
+        for scores in session.scalars(select(EvalScore.scores).where(EvalScore.run_id == run_id))
+        for v in scores
+        if isinstance(v, (int, float)) and math.isfinite(v)
+    ]
+    if not values:
+        return None
+    mean = math.fsum(values) / len(values)
+    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
+    return BenchRewards(str(run_id), len(values), mean, std)
 
 
 def scored_counts(session: Session, run_ids: Iterable[str]) -> dict[str, int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from scorer.overhead import tracing_on
 from scorer_bench import (
     VLLM_SHAPES,
     largest_difference,
@@ -29,9 +30,20 @@ def test_defaults_are_those_of_before() -> None:
     assert (args.small_calls, args.small_concurrency) == (200, 16)
 
 
-def test_small_calls_default_to_the_torch_backend_unless_told() -> None:
+def test_small_calls_and_the_metrics_cost_default_to_the_torch_backend_unless_told() -> None:
     assert parse_args(["--small-only"]).backend == "torch"
     assert parse_args(["--small-only", "--backend", "triton"]).backend == "triton"
+    assert parse_args(["--metrics-only"]).backend == "torch"
+    args = parse_args(["--metrics-only", "--backend", "triton", "--metrics-rounds", "3"])
+    assert (args.backend, args.metrics_rounds, args.otlp_endpoint) == ("triton", 3, "")
+
+
+def test_the_metrics_cost_compares_a_scorer_with_metrics_off(tmp_path: Path) -> None:
+    args = parse_args(["--metrics-only"])
+    on, off = server_config(args, tmp_path, http_port=0), server_config(args, tmp_path, metrics=False)
+    assert (on.metrics, on.http_port, off.metrics) == (True, 0, False)  # the "on" one is scraped over HTTP
+    assert on.model_dump(exclude={"metrics", "http_port"}) == off.model_dump(exclude={"metrics", "http_port"})
+    assert tracing_on("") == "tracing off in both"
 
 
 @pytest.mark.parametrize("option", [["--dtype", "fp16"], ["--backend", "onnx"]])

@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+import pytest
 from sqlalchemy import Engine
 
 from services.hosting import HostConfig
@@ -21,6 +23,7 @@ from system.leaderboard import leaderboard
 from system.status import render, status
 
 SHA = "b" * 64
+BENCH = [1.0, -2.0, 0.5]  # the rewards a model gave on its bench run
 RESULT = {"semantics": "paper", "overall": 0.75, "subsets": {"open": {"accuracy": 0.8, "exact_match": 0.7,
           "ece": None, "per_category": {}, "prompts": 1, "pairs": 1}}}  # fmt: skip
 
@@ -117,27 +120,53 @@ def test_cli_json_on_a_real_store(engine: Engine, db_url: str) -> None:
     assert {"id", "model_id", "state", "overall"} <= set(report["eval_runs"][0])
 
 
-def test_the_scorers_models_and_their_dtype(tiny_checkpoint: Callable[..., Path]) -> None:
+def test_the_scorers_models_their_dtype_and_reward_watch(tiny_checkpoint: Callable[..., Path], tmp_path: Path) -> None:
+    """The scorer's models, and for the one that served, its reward watch beside its bench run and overall."""
+    from services.scorer.client import RewardClient
     from services.scorer.config import ScorerConfig
     from services.scorer.runtime import ScorerServer
+    from services.store.db import StoreConfig, create_engine_for
+    from services.store.migrate import upgrade
 
+    url = f"sqlite:///{tmp_path / 'cheems.db'}"
+    upgrade(url)
+    engine = create_engine_for(StoreConfig(url))
+    model_id = fill(engine)[1]  # registered, evaluated (overall 0.75); its run's scores:
+    with session_scope(engine) as session:
+        run = repository.create_run(session, ["open.jsonl"], "s:1", "paper", 5, 1, model_id=model_id)
+        repository.record_scores(session, run, "open:0", dict(zip("abc", BENCH, strict=True)))
+        repository.end_run(session, run, RESULT)
+    token = "s3cret-Q7vK2mN9xR4tW8yB6pL3-token"
     config = ScorerConfig(
-        model=str(tiny_checkpoint()),
-        backend="torch",
-        grpc_port=0,
-        http_port=-1,
-        dtype="bfloat16",
-        token="s3cret-Q7vK2mN9xR4tW8yB6pL3-token",
-    )
-    with ScorerServer(config) as server:
-        refused = status(None, {"scorer": f"127.0.0.1:{server.grpc_port}"})  # health is open, the models are not
-        report = status(None, {"scorer": f"127.0.0.1:{server.grpc_port}"}, token="s3cret-Q7vK2mN9xR4tW8yB6pL3-token")
+        model=str(tiny_checkpoint()), model_id=model_id, backend="torch", grpc_port=0, http_port=-1,
+        dtype="bfloat16", token=token, db=url,
+    )  # fmt: skip
+    address = "127.0.0.1:{port}"
+    with ScorerServer(config) as server, RewardClient(address.format(port=server.grpc_port), token=token) as client:
+        refused = status(None, {"scorer": address.format(port=server.grpc_port)})  # health is open, models not
+        before = status(None, {"scorer": address.format(port=server.grpc_port)}, token=token)
+        responses = ["你好！", "您好，请问有什么可以帮您的吗？", "嗨"]
+        rewards = client.score("你好", responses)
+        report = status(engine, {"scorer": address.format(port=server.grpc_port)}, token=token)
+    engine.dispose()
     assert refused["services"] == {"scorer": "SERVING"} and refused["served"].startswith("UNAUTHENTICATED")
-    assert report["services"] == {"scorer": "SERVING"}
-    assert report["served"] == [
-        {"model_id": "tiny", "dtype": "bfloat16", "backend": "torch", "default": True, "in_flight": 0}
-    ]
-    assert "scorer models: tiny (default, bfloat16)" in render(report)
+    assert before["services"] == {"scorer": "SERVING"}
+    bench = {"count": 0, "mean": None, "std": None, "length_correlation": None,
+             "bench_mean": pytest.approx(np.mean(BENCH)), "bench_std": pytest.approx(np.std(BENCH)),
+             "bench_run_id": run}  # fmt: skip
+    assert before["served"] == [
+        {"model_id": model_id, "dtype": "bfloat16", "backend": "torch", "default": True, "in_flight": 0,
+         "reward_watch": bench}
+    ]  # fmt: skip
+    assert f"scorer models: {model_id} (default, bfloat16)" in render(before)
+    watch = report["served"][0]["reward_watch"]
+    lengths = [len(r) for r in responses]
+    assert (watch["count"], watch["bench_run_id"]) == (3, run)
+    assert (watch["mean"], watch["std"]) == pytest.approx((np.mean(rewards), np.std(rewards)))
+    assert watch["length_correlation"] == pytest.approx(np.corrcoef(rewards, lengths)[0, 1])
+    line = next(line for line in render(report).splitlines() if line.startswith(f"  reward watch {model_id}:"))
+    assert f"served mean {np.mean(rewards):.3f} std {np.std(rewards):.3f} (3 rewards)" in line
+    assert f"bench mean {np.mean(BENCH):.3f} std {np.std(BENCH):.3f}" in line and "CheemsBench overall 0.7500" in line
     json.dumps(report)
 
 

@@ -37,10 +37,11 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -105,6 +106,14 @@ def queries(body: dict[str, Any], max_queries: int) -> list[str]:
             size = f"{len(other)} items" if isinstance(other, list) else "not a list"
             raise InvalidRequest(f"{key} must be a list as long as query ({len(checked)} items), got {size}")
     return checked
+
+
+def prompts_of(body: dict[str, Any]) -> list[str] | None:
+    """OpenRLHF's `prompts` beside `query` (checked by `queries`), when they are all texts; else None."""
+    prompts = body.get("prompts")
+    if isinstance(prompts, list) and all(isinstance(p, str) for p in prompts):
+        return prompts
+    return None
 
 
 def model_name(body: dict[str, Any], param: str) -> str:
@@ -177,21 +186,25 @@ def create_app(scorer: Scorer, is_ready: Callable[[], bool], authenticate: Authe
     config, metrics = scorer.config, scorer.metrics
     max_values = VALUES_PER_QUERY * config.max_queries
 
-    def endpoint(api: str, handler: Callable[[dict[str, Any], str], Any]) -> Callable[[Request], Any]:
-        def parse_and_handle(data: bytearray, model: str) -> Any:
+    def endpoint(
+        api: str, handler: Callable[[dict[str, Any], str], tuple[dict[str, Any], str]]
+    ) -> Callable[[Request], Any]:
+        def parse_and_handle(data: bytearray, model: str) -> tuple[dict[str, Any], str]:
             return handler(parse_body(data, max_values), model)
 
         async def run(request: Request) -> Response:
             denied = None if authenticate is None else await run_in_threadpool(refusal, authenticate, request)
             if denied is not None:
                 refused, status = error_reply(denied)
-                metrics.requests.labels(api, status).inc()
+                metrics.count(api, status)
                 return refused
             started = time.perf_counter()
+            model_id, seconds = "", None
             try:
                 data = await read_body(request, config.max_message_bytes)
                 model = request.query_params.get("model", "")  # ?model= for clients that cannot change the body
-                response = JSONResponse(await run_in_threadpool(parse_and_handle, data, model))
+                reply, model_id = await run_in_threadpool(parse_and_handle, data, model)
+                response = JSONResponse(reply)
             except ScorerError as e:
                 response, status = error_reply(e)
                 log.info("HTTP %s -> %d %s: %s", api, response.status_code, e.reason, e)
@@ -199,35 +212,39 @@ def create_app(scorer: Scorer, is_ready: Callable[[], bool], authenticate: Authe
                 log.exception("HTTP %s failed", api)
                 response, status = error_reply(ScorerError("internal error"))
             else:
-                status = "OK"
-                metrics.latency.labels(api).observe(time.perf_counter() - started)
-            metrics.requests.labels(api, status).inc()
+                status, seconds = "OK", time.perf_counter() - started
+            metrics.count(api, status, model_id, seconds)
             return response
 
         return run
 
-    def get_reward(body: dict[str, Any], model: str) -> dict[str, Any]:
+    def get_reward(body: dict[str, Any], model: str) -> tuple[dict[str, Any], str]:
         name = model_name(body, model)
-        result = scorer.score_queries(queries(body, config.max_queries), scorer.deadline(None), name)
+        texts = queries(body, config.max_queries)
+        result = scorer.score_queries(texts, scorer.deadline(None), name, prompts_of(body))
         extra_logs = {"query_tokens": result.query_tokens, "truncated": [int(t) for t in result.truncated]}
-        return {"rewards": result.rewards, "scores": result.rewards, "extra_logs": extra_logs}
+        return {"rewards": result.rewards, "scores": result.rewards, "extra_logs": extra_logs}, result.model
 
-    def score(body: dict[str, Any], model: str) -> dict[str, Any]:
+    def score(body: dict[str, Any], model: str) -> tuple[dict[str, Any], str]:
         s = scorer.score(replace(score_args(body), model=model_name(body, model)), scorer.deadline(None))
-        return {
+        reply = {
             "scores": s.scores,
             "best_index": s.best_index,
             "truncated": s.truncated,
             "timings": {"queue_ms": s.queue_ms, "inference_ms": s.inference_ms, "total_ms": s.total_ms},
             "model": s.model,
         }
+        return reply, s.model
 
     async def health_check(request: Request) -> Response:
         ready = is_ready()
         return JSONResponse({"status": "SERVING" if ready else "NOT_SERVING"}, status_code=200 if ready else 503)
 
     async def metrics_text(request: Request) -> Response:
-        return Response(metrics.render(), media_type="text/plain; version=0.0.4")
+        if not metrics.enabled:
+            return PlainTextResponse("metrics are off (--no-metrics)\n", status_code=404)
+        # in a worker thread: the scrape reads the engines' metrics and the store (the reward watch's bench)
+        return Response(await run_in_threadpool(metrics.render), media_type=CONTENT_TYPE_PLAIN_0_0_4)
 
     app = Starlette(
         routes=[

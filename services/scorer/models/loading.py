@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,7 @@ def load_served(
     base): loading and copying a tokenizer costs seconds of held GIL, which calls in flight would feel."""
     from transformers import AutoTokenizer
 
+    started = time.perf_counter()
     fingerprint = tokenizer_fingerprint(ref.path)
     shared = previous if previous is not None and previous.fingerprint == fingerprint else None
     tokenizer = shared.tokenizer if shared else AutoTokenizer.from_pretrained(ref.path)
@@ -125,7 +127,9 @@ def load_served(
     try:
         if backend is None:
             backend, host = make_backend(config, ref.path, tokenizer, triton)
-        return ServedModel(ref, backend, tokenizer, config.max_length, host, fingerprint, shared)
+        model = ServedModel(ref, backend, tokenizer, config.max_length, host, fingerprint, shared)
+        model.load_seconds = time.perf_counter() - started
+        return model
     except BaseException:
         if host is not None:
             host.stop()

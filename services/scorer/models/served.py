@@ -24,6 +24,7 @@ from typing import Any
 
 from services.scorer.backends import Backend
 from services.scorer.errors import BackendUnavailable
+from services.scorer.telemetry.backends import Source, triton_source, vllm_source
 from services.scorer.tokenization import longest_token
 from services.scorer.tokenizer_pool import TokenizerPool
 
@@ -68,6 +69,7 @@ class ServedModel:
         else:
             self.tokenizer, self.tokenizers = tokenizer, TokenizerPool(tokenizer)
             self.char_budget = max_length * longest_token(tokenizer)
+        self.load_seconds = 0.0  # how long loading it took (the loader says)
         self._in_flight = 0
         self._retired = False
         self.closed = False
@@ -89,6 +91,15 @@ class ServedModel:
         """Calls scoring with this model now."""
         with self._lock:
             return self._in_flight
+
+    def metrics_source(self) -> Source | None:
+        """Where the engine that runs the model exports its own metrics: the Triton this scorer started, or the vLLM
+        server (its own or one at --vllm-url); None in process (torch) or an external Triton (its port unknown)."""
+        if url := getattr(self.host, "metrics_url", ""):
+            return triton_source(url, {self.host.name: self.ref.model_id})
+        if self.backend.name == "vllm" and (url := getattr(self.backend, "url", "")):
+            return vllm_source(url, {getattr(self.backend, "model_name", ""): self.ref.model_id})
+        return None
 
     def ready(self) -> bool:
         if self.host is not None:

@@ -50,6 +50,11 @@ class TritonHost:
         return self.server.url
 
     @property
+    def metrics_url(self) -> str:
+        """host:port of that Triton's Prometheus metrics (the scorer re-exports them)."""
+        return self.server.metrics_url
+
+    @property
     def log_file(self) -> str:
         return self.server.log_file
 

@@ -48,6 +48,7 @@ class SharedTriton:
         self.execution, self.queue_delay_us = execution, queue_delay_us
         self.triton: Any = None
         self.url = ""
+        self.metrics_url = ""  # host:port of its Prometheus metrics (/metrics), loopback only
         self.log_file = ""
         self._bound: dict[str, Binding] = {}
         self._seen: set[processes.Proc] = set()
@@ -165,7 +166,7 @@ class SharedTriton:
 
         logging.getLogger("pytriton").setLevel(logging.WARNING)
         use_running_libpython()
-        grpc_port = free_port()
+        grpc_port, metrics_port = free_port(), free_port()
         self.log_file = os.path.join(tempfile.gettempdir(), f"cheems-triton-{grpc_port}.log")
         private_file(Path(self.log_file))  # made 0600 here: tritonserver writes into it as it is
         config = TritonConfig(
@@ -173,7 +174,7 @@ class SharedTriton:
             http_address="127.0.0.1",
             grpc_port=grpc_port,
             http_port=free_port(),
-            metrics_port=free_port(),
+            metrics_port=metrics_port,
             log_verbose=0,
             log_file=self.log_file,
             exit_timeout_secs=5,
@@ -184,6 +185,7 @@ class SharedTriton:
         self.triton.run()
         self.note_processes()
         self.url = f"127.0.0.1:{grpc_port}"
+        self.metrics_url = f"127.0.0.1:{metrics_port}"
         log.info("Triton serving %s at %s (server log: %s)", ", ".join(self._bound), self.url, self.log_file)
 
     def _stop_server(self) -> None:

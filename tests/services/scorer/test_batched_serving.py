@@ -60,8 +60,8 @@ def score(client: ReflectedClient, prompt: str, responses: list[str], timeout: f
 
 def metric(server: ScorerServer, name: str) -> float:
     text = urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}/metrics", timeout=10).read().decode()
-    found = re.search(rf"^{re.escape(name)} ([0-9.e+-]+)$", text, re.MULTILINE)
-    return float(found.group(1)) if found else 0.0
+    found = re.findall(rf"^{re.escape(name)}(?:{{[^}}]*}})? ([0-9.e+-]+)$", text, re.MULTILINE)
+    return sum(float(v) for v in found)  # over the series' labels (model_id)
 
 
 def test_concurrent_calls_share_forwards_and_a_bad_or_late_call_fails_alone(

@@ -43,8 +43,8 @@ def tokenizer() -> Any:
 def batch_calls(server: ScorerServer) -> float:
     with urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}/metrics", timeout=10) as reply:
         lines = reply.read().decode().splitlines()
-    wanted = 'cheems_scorer_requests_total{api="ScoreBatch",status="OK"}'
-    return sum(float(line.split()[-1]) for line in lines if line.startswith(wanted))
+    wanted = 'cheems_scorer_requests_total{api="ScoreBatch",'  # any model_id
+    return sum(float(line.split()[-1]) for line in lines if line.startswith(wanted) and 'status="OK"' in line)
 
 
 def train(prompts: list[Any], reward: Any, tokenizer: Any, out: Path, monkeypatch: pytest.MonkeyPatch) -> Any:

@@ -314,7 +314,8 @@ def test_http_score_health_and_metrics(triton_server: ScorerServer) -> None:
     health = get(triton_server, "/health")
     assert (health.status_code, health.json()) == (200, {"status": "SERVING"})
     text = get(triton_server, "/metrics").text
-    assert 'cheems_scorer_requests_total{api="Score",status="OK"}' in text
-    assert 'cheems_scorer_requests_total{api="GetReward",status="OK"}' in text
-    assert 'cheems_scorer_requests_total{api="GetReward",status="INVALID_ARGUMENT"}' in text
+    model_id = triton_server.models.current.ref.model_id  # type: ignore[union-attr]
+    assert f'cheems_scorer_requests_total{{api="Score",model_id="{model_id}",status="OK"}}' in text
+    assert f'cheems_scorer_requests_total{{api="GetReward",model_id="{model_id}",status="OK"}}' in text
+    assert 'cheems_scorer_requests_total{api="GetReward",model_id="",status="INVALID_ARGUMENT"}' in text
     assert "cheems_scorer_latency_seconds_bucket" in text and "cheems_scorer_batch_responses" in text

@@ -33,6 +33,7 @@ from services.scorer.runtime import ScorerServer
 from services.scorer.vllm.available import vllm_python
 from services.scorer.vllm.engine import EngineOptions, VllmEngine
 from tests.services.scorer.models.following import wait_for
+from tests.services.scorer.telemetry.scraping import family_names, promtool_check, scrape, value
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[4]
@@ -210,6 +211,25 @@ def bad_requests() -> dict[str, reward_pb2.ScoreRequest]:
         "empty response": reward_pb2.ScoreRequest(prompt="你好", responses=[""]),
         "NUL in prompt": reward_pb2.ScoreRequest(prompt="你\x00好", responses=["好"]),
     }
+
+
+def test_the_scorers_metrics_show_the_engines_own(servers: Servers) -> None:
+    """vLLM's `vllm:*` families through the scorer's /metrics, labelled with the model id; its prompt tokens are
+    the scorer's own count of the tokens it sent."""
+    server = servers["tp1"]
+    assert server.models.current is not None
+    ours = {"model_id": server.models.current.ref.model_id}
+    before = scrape(server.http_port)
+    call(server, shared_prompt_request())
+    text = scrape(server.http_port)
+    assert {"vllm:prompt_tokens", "vllm:e2e_request_latency_seconds", "vllm:prefix_cache_hits"} <= family_names(text)
+    sent = value(text, "cheems_scorer_prompt_tokens_total", **ours) - value(
+        before, "cheems_scorer_prompt_tokens_total", **ours
+    )
+    seen = value(text, "vllm:prompt_tokens_total", **ours) - value(before, "vllm:prompt_tokens_total", **ours)
+    assert (seen, sent > 8 * 100) == (sent, True)  # 8 sequences of ~180 tokens
+    assert value(text, "cheems_scorer_backend_metrics_errors_total") == 0
+    promtool_check(text)
 
 
 def test_bad_input_gets_the_same_codes_as_the_torch_backend(servers: Servers) -> None:

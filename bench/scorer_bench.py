@@ -43,7 +43,8 @@ responses/s of the reserved default. Set the variable to keep vLLM's default.
 Then what metrics cost (issue 42): a scorer with metrics on (and scraped every second) against one with them off
 (`ScorerConfig.metrics`), the same calls at concurrency 32, taking turns; prints both responses/s and on/off (goal
 >= 0.97). `--metrics-only` runs just this, on the torch backend unless `--backend` says otherwise;
-`--otlp-endpoint URL` turns tracing on in the "on" scorer too (`scorer/overhead.py`).
+`--otlp-endpoint URL|local` turns tracing on in the "on" scorer too (`scorer/overhead.py`; `local`: a receiver in
+a child process).
 
 The sections live in `bench/scorer/`: `workloads` (the calls), `timing` (`run`), `sections` (the table, TRL, big
 and small calls), `vllm_compare` (`--backend vllm`), `overhead` (metrics on/off), `options` (the scorers' config).
@@ -134,7 +135,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--metrics-only", action="store_true", help="only metrics on vs off at concurrency 32")
     parser.add_argument("--metrics-rounds", type=int, default=5, help="rounds each of the two scorers serves")
     parser.add_argument(
-        "--otlp-endpoint", default="", help="trace the 'on' scorer too, to this OTLP endpoint (default: no tracing)"
+        "--otlp-endpoint",
+        default="",
+        help="trace the 'on' scorer too, to this OTLP endpoint, or `local`: a receiver in a child process",
     )
     args = parser.parse_args(argv)
     args.backend = args.backend or ("torch" if args.small_only or args.metrics_only else "triton")

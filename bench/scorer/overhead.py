@@ -7,10 +7,10 @@ a thread scrapes its /metrics every `scrape_every` seconds (Prometheus scrapes e
 case), so the cost of reading the metrics, the reward watch's gauges and the engines' re-exported families
 included, is in the figure, not only that of counting.
 
-Tracing hook: with an OTLP endpoint the "on" scorer is built after tracing is set up for it
-(OTEL_EXPORTER_OTLP_ENDPOINT, `services.observe.tracing.setup_tracing` when this build has it) and the "off" one
-before, so "on" means metrics and traces: right as long as the tracing interceptors are chosen when a server is
-built. Without the tracing module the line says so and only metrics are compared.
+Tracing: with an OTLP endpoint (`--otlp-endpoint URL`, or `local`: a receiver in a child process,
+`scorer/otlp_sink.py`) the "off" scorer and its client are built first, then tracing is set up
+(`services.observe.tracing.setup_tracing`, which picks the interceptors of what is built after it), then the "on"
+scorer and its client: "on" is metrics and traces, server and client spans, exported in batches.
 """
 
 from __future__ import annotations
@@ -25,7 +25,10 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from opentelemetry import trace
+
 from scorer.options import server_config
+from scorer.otlp_sink import receiver
 from scorer.timing import run
 from scorer.workloads import workload
 from services.scorer.client import RewardClient
@@ -74,12 +77,13 @@ def metrics_cost(
     requests = workload(args.requests, seed=7)
     with contextlib.ExitStack() as stack:
         off = stack.enter_context(ScorerServer(server_config(args, directory, metrics=False)))
-        tracing = tracing_on(args.otlp_endpoint)
+        clients = {"off": stack.enter_context(RewardClient(f"127.0.0.1:{off.grpc_port}", timeout=600))}
+        endpoint, spans = args.otlp_endpoint, None
+        if endpoint == "local":
+            endpoint, spans = stack.enter_context(receiver())
+        tracing = tracing_on(endpoint)
         on = stack.enter_context(ScorerServer(server_config(args, directory, http_port=0)))
-        clients = {
-            name: stack.enter_context(RewardClient(f"127.0.0.1:{server.grpc_port}", timeout=600))
-            for name, server in (("on", on), ("off", off))
-        }
+        clients["on"] = stack.enter_context(RewardClient(f"127.0.0.1:{on.grpc_port}", timeout=600))
         for client in clients.values():  # warm-up: tokenizer copies, the first forwards
             run(client.score, workload(8, seed=1), concurrency)
         figures: dict[str, list[float]] = {"on": [], "off": []}
@@ -92,6 +96,9 @@ def metrics_cost(
                     scrapes += count[0]
                 else:
                     figures[name].append(run(clients[name].score, requests, concurrency)["rps"])
+        if spans is not None:
+            trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
+            tracing += f", {spans()} spans received"
     on_rps, off_rps = statistics.median(figures["on"]), statistics.median(figures["off"])
     ratios = [a / b for a, b in zip(figures["on"], figures["off"], strict=True)]
     ratio = statistics.median(ratios)  # each round's pair ran back to back: what drifts between rounds cancels

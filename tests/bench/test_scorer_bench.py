@@ -134,3 +134,19 @@ def test_a_failed_offline_run_names_its_root_cause(tmp_path: Path) -> None:
     assert root_cause(log).startswith("ValueError: Available memory on node 0")
     log.write_text("killed\n")
     assert root_cause(log) == "killed"
+
+
+def test_the_local_otlp_receiver_counts_the_spans_sent_to_it() -> None:
+    """`--otlp-endpoint local`: a real OTLP/gRPC exporter's batch reaches the bench's receiver and is counted."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from scorer.otlp_sink import receiver
+
+    with receiver() as (endpoint, spans):
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint, insecure=True)))
+        for name in ("a", "b", "c"):
+            provider.get_tracer("bench").start_span(name).end()
+        provider.shutdown()
+        assert spans() == 3

@@ -1,14 +1,13 @@
-"""Mean, standard deviation and Pearson correlation of the last N pairs (x, y), O(1) per pair: pure, no I/O.
+"""Mean, standard deviation and Pearson correlation of the last N pairs (x, y): pure, no I/O.
 
     stats = RollingStats(window=1024)
-    stats.add(reward, length)          # the oldest pair leaves once the window is full
+    stats.add(reward, length)          # O(1): the oldest pair leaves once the window is full
     stats.count, stats.mean, stats.std, stats.correlation
 
-The window keeps running sums of x, y, x², y² and xy, each taken about a shift (a recent mean), so the
-differences that give the variance and covariance do not cancel catastrophically when the values sit far from
-zero (lengths of hundreds of characters). Adding a pair and dropping the oldest moves the sums in constant time;
-every `window` additions the sums are taken again from the pairs held, with the shift moved to their mean, so
-rounding never accumulates past one window's worth (amortised O(1): N work every N additions).
+Adding is O(1) (the scorer adds a pair per response it scores); the figures are taken from the pairs held when they
+are read (a scrape, GetModelInfo: seconds apart), O(window), in two passes with `math.fsum` (the mean first, then
+sums of the differences from it), and kept until the next `add`. Running sums would be O(1) to read, but a large
+value that leaves the window leaves its rounding behind in them: a window of equal values would then show a spread.
 
 `std` is the population standard deviation (numpy's `std`, ddof 0); `correlation` is numpy's `corrcoef` of the
 two: None while fewer than two pairs are held or either side is constant (the correlation is undefined there).
@@ -21,25 +20,11 @@ from collections import deque
 from dataclasses import dataclass
 
 
-@dataclass
-class _Sums:
-    """Sums of the shifted pairs held: (x - kx), (y - ky), their squares and their product."""
-
-    kx: float = 0.0
-    ky: float = 0.0
-    x: float = 0.0
-    y: float = 0.0
-    xx: float = 0.0
-    yy: float = 0.0
-    xy: float = 0.0
-
-    def move(self, x: float, y: float, sign: float) -> None:
-        dx, dy = x - self.kx, y - self.ky
-        self.x += sign * dx
-        self.y += sign * dy
-        self.xx += sign * dx * dx
-        self.yy += sign * dy * dy
-        self.xy += sign * dx * dy
+@dataclass(frozen=True)
+class _Figures:
+    mean: float
+    std: float
+    correlation: float | None
 
 
 class RollingStats:
@@ -49,9 +34,8 @@ class RollingStats:
         if window < 2:
             raise ValueError(f"window must be at least 2 (a correlation needs two pairs), got {window}")
         self.window = window
-        self._pairs: deque[tuple[float, float]] = deque()
-        self._sums = _Sums()
-        self._added = 0  # additions since the sums were last taken afresh
+        self._pairs: deque[tuple[float, float]] = deque(maxlen=window)
+        self._figures: _Figures | None = None  # of the pairs held now; None: not taken since the last add
 
     @property
     def count(self) -> int:
@@ -60,58 +44,53 @@ class RollingStats:
 
     def add(self, x: float, y: float) -> None:
         """One pair in; the oldest out once `window` are held. A non-finite value is refused (ValueError): one
-        NaN would poison the sums for a whole window."""
+        NaN would make every figure NaN for a whole window."""
         if not (math.isfinite(x) and math.isfinite(y)):
             raise ValueError(f"rolling statistics take finite values, got ({x}, {y})")
-        if not self._pairs:
-            self._sums = _Sums(x, y)  # shifted by the first pair: sums of small differences from the start
-        elif len(self._pairs) == self.window:
-            old_x, old_y = self._pairs.popleft()
-            self._sums.move(old_x, old_y, -1.0)
         self._pairs.append((x, y))
-        self._sums.move(x, y, 1.0)
-        self._added += 1
-        if self._added >= self.window:
-            self._rebuild()
+        self._figures = None
 
-    def _rebuild(self) -> None:
-        """The sums taken again from the pairs held, about their means (O(window), once per `window` additions)."""
-        n = len(self._pairs)
-        sums = _Sums(math.fsum(x for x, _ in self._pairs) / n, math.fsum(y for _, y in self._pairs) / n)
-        for x, y in self._pairs:
-            sums.move(x, y, 1.0)
-        self._sums, self._added = sums, 0
+    def _taken(self) -> _Figures | None:
+        if not self._pairs:
+            return None
+        if self._figures is None:
+            self._figures = _figures(list(self._pairs))
+        return self._figures
 
     @property
     def mean(self) -> float | None:
         """x's mean over the window (None when empty)."""
-        n = len(self._pairs)
-        return self._sums.kx + self._sums.x / n if n else None
-
-    def _variance(self, square: float, total: float) -> float:
-        n = len(self._pairs)
-        return max(square / n - (total / n) ** 2, 0.0)
+        figures = self._taken()
+        return figures.mean if figures is not None else None
 
     @property
     def std(self) -> float | None:
         """x's population standard deviation over the window (None when empty)."""
-        if not self._pairs:
-            return None
-        return math.sqrt(self._variance(self._sums.xx, self._sums.x))
+        figures = self._taken()
+        return figures.std if figures is not None else None
 
     @property
     def correlation(self) -> float | None:
         """Pearson's r of x and y over the window, in [-1, 1]; None with fewer than two pairs or a constant side."""
-        n = len(self._pairs)
-        if n < 2:
-            return None
-        s = self._sums
-        vx, vy = self._variance(s.xx, s.x), self._variance(s.yy, s.y)
-        # a side whose spread is within rounding of its sums is constant: r would be noise divided by noise
-        if vx <= 1e-12 * (s.xx / n + 1e-300) or vy <= 1e-12 * (s.yy / n + 1e-300):
-            return None
-        spread = math.sqrt(vx) * math.sqrt(vy)  # not sqrt(vx * vy): that product underflows for tiny values
-        if spread == 0.0:
-            return None
-        covariance = s.xy / n - (s.x / n) * (s.y / n)
-        return max(-1.0, min(1.0, covariance / spread))
+        figures = self._taken()
+        return figures.correlation if figures is not None else None
+
+
+def _figures(pairs: list[tuple[float, float]]) -> _Figures:
+    n = len(pairs)
+    mx = math.fsum(x for x, _ in pairs) / n
+    my = math.fsum(y for _, y in pairs) / n
+    dx = [x - mx for x, _ in pairs]
+    dy = [y - my for _, y in pairs]
+    sxx = math.fsum(d * d for d in dx)
+    syy = math.fsum(d * d for d in dy)
+    if all(x == pairs[0][0] for x, _ in pairs):  # equal values: no spread (their mean may round off them)
+        return _Figures(mx, 0.0, None)
+    std = math.sqrt(sxx / n)
+    if n < 2 or syy == 0.0 or all(y == pairs[0][1] for _, y in pairs):
+        return _Figures(mx, std, None)
+    sxy = math.fsum(a * b for a, b in zip(dx, dy, strict=True))
+    spread = math.sqrt(sxx) * math.sqrt(syy)  # not sqrt(sxx * syy): that product underflows for tiny values
+    if spread == 0.0:
+        return _Figures(mx, std, None)
+    return _Figures(mx, std, max(-1.0, min(1.0, sxy / spread)))

@@ -35,9 +35,19 @@ def series(families: Mapping[str, Any], sample: str) -> list[dict[str, str]]:
     return [dict(s.labels) for f in families.values() for s in f.samples if s.name == sample]
 
 
-def promtool_problems(text: str) -> str:
-    """What `promtool check metrics` says of the exposition `text` ("" when it finds nothing)."""
+# families a scorer re-exports from its engines under their own names (Triton's `nv_inference_*_us`, its
+# `nv_inference_pending_request_count` gauge, vLLM's `vllm:*`): their own dashboards know those names, so they are
+# passed on as the engines write them, and promtool's naming lint of them is theirs, not ours
+ENGINE_FAMILIES = ("nv_", "vllm:")
+
+
+def promtool_problems(text: str, foreign: tuple[str, ...] = ENGINE_FAMILIES) -> str:
+    """What `promtool check metrics` says of the exposition `text` ("" when it finds nothing), less its naming lint
+    of the families named by `foreign` prefixes (an exposition it cannot parse is always reported)."""
     run = subprocess.run(
         ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60, check=False
     )
-    return (run.stdout + run.stderr).strip() if run.returncode else ""
+    if not run.returncode:
+        return ""
+    lines = (run.stdout + run.stderr).strip().splitlines()
+    return "\n".join(line for line in lines if not line.startswith(foreign)).strip()

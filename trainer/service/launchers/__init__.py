@@ -14,6 +14,7 @@ service then looks for the exported model, or relaunches, resuming from the late
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -57,6 +58,20 @@ def set_args(spec: LaunchSpec) -> list[str]:
         pairs.insert(0, f"model={spec.model}")
     pairs += [f"{k}={v}" for k, v in spec.overrides.items()]
     return [a for kv in pairs for a in ("--set", kv)]
+
+
+def run_env(env: list[dict[str, str]] | None, spec: LaunchSpec) -> list[dict[str, str]]:
+    """A run's container `env` list: `CHEEMS_TRAINING_ID` set to the training's id, so every line its ranks log
+    carries it (`trainer.report`), and the service's own `CHEEMS_LOG_FORMAT` when it has one, so the run logs as the
+    service does; earlier values of either replaced."""
+    from services.observe.logs import LOG_FORMAT_ENV
+    from trainer.report import TRAINING_ID_ENV
+
+    given = {TRAINING_ID_ENV: spec.training_id}
+    if os.environ.get(LOG_FORMAT_ENV):
+        given[LOG_FORMAT_ENV] = os.environ[LOG_FORMAT_ENV]
+    kept = [e for e in env or [] if e.get("name") not in given]
+    return [*kept, *({"name": k, "value": v} for k, v in given.items())]
 
 
 def train_args(spec: LaunchSpec) -> list[str]:

@@ -23,7 +23,7 @@ import yaml
 from urllib3.exceptions import HTTPError
 
 from cheems.errors import InvalidInput
-from trainer.service.launchers import LaunchError, LaunchSpec, Status, set_args
+from trainer.service.launchers import LaunchError, LaunchSpec, Status, run_env, set_args
 
 log = logging.getLogger(__name__)
 MANIFEST = Path(__file__).resolve().parents[3] / "k8s" / "training" / "base" / "job.yaml"
@@ -85,6 +85,7 @@ def job_manifest(manifest: dict[str, Any], spec: LaunchSpec, namespace: str, ima
     container = template["spec"]["containers"][0]
     container["image"] = image or container["image"]
     container["args"] = job_args(spec, name, nodes)
+    container["env"] = run_env(container.get("env"), spec)
     for side in ("requests", "limits"):  # quantities are strings to the client (YAML reads `8` as an int)
         amounts = container.get("resources", {}).get(side, {})
         amounts.update({k: str(v) for k, v in amounts.items()})

@@ -17,7 +17,7 @@ import logging
 from pathlib import Path
 from typing import Any, cast
 
-from trainer.service.launchers import LaunchSpec, Status
+from trainer.service.launchers import LaunchSpec, Status, run_env
 from trainer.service.launchers.kubernetes import (
     WorkloadLauncher,
     job_args,
@@ -47,6 +47,7 @@ def trainjob_manifest(
     trainer = job["spec"].setdefault("trainer", {})
     trainer["numNodes"], trainer["numProcPerNode"] = nodes, spec.nproc
     trainer["args"] = job_args(spec, name, 1)  # one node's arguments: the runtime gives the rendezvous
+    trainer["env"] = run_env(trainer.get("env"), spec)
     if image:
         trainer["image"] = image
     for side in ("requests", "limits"):

@@ -62,7 +62,8 @@ def wait_for(check: Callable[[], Any], timeout: float = 20.0) -> Any:
 
 
 @pytest.mark.parametrize("nodes", [1, 2])
-def test_the_job_is_the_manifest_filled_for_the_training(nodes: int) -> None:
+def test_the_job_is_the_manifest_filled_for_the_training(nodes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHEEMS_LOG_FORMAT", "json")  # the service's (cheems-config): the run logs as it does
     spec = LaunchSpec("ab12", "qwen25-paper", "/data/cheems/datasets/d.jsonl", "/data/cheems/trainings/ab12", "/m")
     job = job_manifest(load_manifest(), spec, "cheems", "registry/cheems-gpu:1", nodes)
     kubernetes_validate.validate(job, "1.33.0", strict=True)
@@ -77,6 +78,10 @@ def test_the_job_is_the_manifest_filled_for_the_training(nodes: int) -> None:
         *("--set", "model=/m", "--set", 'train_files=["/data/cheems/datasets/d.jsonl"]'),
         *("--set", "out_dir=/data/cheems/trainings/ab12", "--set", "progress=false"),
     ]
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["CHEEMS_TRAINING_ID"] == {"name": "CHEEMS_TRAINING_ID", "value": "ab12"}  # on every line the ranks log
+    assert env["CHEEMS_LOG_FORMAT"]["value"] == "json"
+    assert len(env) == len(pod["containers"][0]["env"]), "one value of each variable"
     rdzv = "--rdzv-endpoint=cheems-train-ab12-0.cheems-train:29400"
     assert (rdzv in args, pod.get("subdomain")) == ((True, "cheems-train") if nodes > 1 else (False, None))
 

@@ -61,7 +61,8 @@ def wait_for(check: Callable[[], Any], timeout: float = 20.0) -> Any:
 
 
 @pytest.mark.parametrize("nodes", [1, 4])
-def test_the_trainjob_is_the_manifest_filled_for_the_training(nodes: int) -> None:
+def test_the_trainjob_is_the_manifest_filled_for_the_training(nodes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CHEEMS_LOG_FORMAT", raising=False)
     spec = LaunchSpec("ab12", "qwen25-paper", "/data/cheems/datasets/d.jsonl", "/data/cheems/trainings/ab12", "/m")
     spec = LaunchSpec(**{**vars(spec), "nproc": 8})
     job = trainjob_manifest(load_trainjob(), spec, "cheems", "registry/cheems-gpu:1", nodes)
@@ -81,6 +82,11 @@ def test_the_trainjob_is_the_manifest_filled_for_the_training(nodes: int) -> Non
         *("--set", "out_dir=/data/cheems/trainings/ab12", "--set", "progress=false"),
     ]
     assert trainer["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == "8"  # quantities as strings
+    assert trainer["env"] == [{"name": "CHEEMS_TRAINING_ID", "value": "ab12"}]  # on every line the ranks log
+    monkeypatch.setenv("CHEEMS_LOG_FORMAT", "json")  # the service's (cheems-config): the run logs as it does
+    job = trainjob_manifest(load_trainjob(), spec, "cheems", "", nodes)
+    assert job["spec"]["trainer"]["env"][-1] == {"name": "CHEEMS_LOG_FORMAT", "value": "json"}
+    jsonschema.validate(job, schema)
 
 
 def test_the_setting_picks_the_trainjob_launcher(monkeypatch: pytest.MonkeyPatch, cluster: FakeKubernetes) -> None:

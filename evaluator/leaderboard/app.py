@@ -55,6 +55,7 @@ from evaluator.leaderboard.comparison import compare, comparison_json
 from evaluator.leaderboard.pages import leaderboard_page, model_page, nav
 from evaluator.leaderboard.standings import leaderboard_json, model_json, model_view, standings
 from evaluator.leaderboard.words import WORDS
+from services.observe.http import instrumented
 from services.observe.metrics import metrics_app
 from services.web import (
     SecureHeaders,
@@ -192,7 +193,7 @@ def create_app(engine: Engine, cache: BenchCache | None = None, registry: Collec
         *([Route("/metrics", metrics_app(registry))] if registry is not None else []),
     ]
     handlers: dict[Any, Any] = {kind: error_reply for kind in (CheemsError, HTTPException, *STORE_DOWN, Exception)}
-    return SecureHeaders(Starlette(routes=routes, exception_handlers=handlers))
+    return SecureHeaders(instrumented(Starlette(routes=routes, exception_handlers=handlers), registry))
 
 
 def error_reply(request: Request, exc: Exception) -> Response:

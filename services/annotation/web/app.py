@@ -52,6 +52,7 @@ from services.annotation.service import OpenTask
 from services.annotation.web import pages
 from services.annotation.web.form import InvalidForm
 from services.annotation.web.workbench import AnnotatorRow, Person, Workbench
+from services.observe.http import instrumented
 from services.observe.metrics import metrics_app
 from services.store.filtered import FilteredResponse
 from services.web import SecureHeaders, error_response, json_error, read_json, render_markdown, static_mount
@@ -205,7 +206,9 @@ def create_app(bench: Workbench, registry: CollectorRegistry | None = None) -> A
         Mount("/static/annotation", app=pages.static_files(), name="static-annotation"),
         *([Route("/metrics", metrics_app(registry))] if registry is not None else []),
     ]
-    return SecureHeaders(Starlette(routes=routes, exception_handlers={HTTPException: not_found}))
+    return SecureHeaders(
+        instrumented(Starlette(routes=routes, exception_handlers={HTTPException: not_found}), registry)
+    )
 
 
 def store_answers(bench: Workbench) -> None:

@@ -48,6 +48,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from cheems import errors
 from services.access import Authenticate, bearer_of, check
 from services.grpc_errors import status_of
+from services.observe.http import instrumented
 from services.scorer.errors import (
     InvalidRequest,
     LimitExceeded,
@@ -254,4 +255,4 @@ def create_app(scorer: Scorer, is_ready: Callable[[], bool], authenticate: Authe
             Route("/metrics", metrics_text, methods=["GET"]),
         ]
     )
-    return SecureHeaders(QueryToken(app))
+    return SecureHeaders(QueryToken(instrumented(app, metrics.registry if metrics.enabled else None)))

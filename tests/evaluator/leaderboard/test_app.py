@@ -25,11 +25,13 @@ from sqlalchemy import create_engine
 from cheems.formats.cheemsbench import read_bench
 from evaluator.leaderboard.app import create_app
 from services.bus.broker import EmbeddedBroker
+from services.observe.metrics import new_registry
 from services.store import lifecycle
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
 from tests.conftest import _postgres_schema
 from tests.evaluator.leaderboard.data import BENCH, SCORED, Board, fill, stored_result, stored_scores
+from tests.services.observe.scrape import parse, promtool_problems, sample_value
 from tests.web.conftest import serve_asgi
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
@@ -60,7 +62,7 @@ def board(
     engine = create_engine_for(StoreConfig(url))
     try:
         filled = fill(engine, checkpoint, other_checkpoint, broker.bootstrap, tmp)
-        with serve_asgi(create_app(engine)) as base:
+        with serve_asgi(create_app(engine, registry=new_registry())) as base:
             yield Served(**vars(filled), base=base)
     finally:
         engine.dispose()
@@ -301,3 +303,21 @@ def test_states_and_the_production_badge(board: Served) -> None:
     assert badge is not None and badge.group(1) == board.best and page.count("badge production") == 1
     status, _, model_page = get(f"{board.base}/models/{board.best}")
     assert status == 200 and 'class="badge production"' in model_page and "生产中" in model_page
+
+
+def test_http_requests_are_counted_by_route_on_its_metrics(board: Served) -> None:
+    before = parse(get(board.base + "/metrics")[2])
+    calls = [(f"/api/models/{board.best}", 200), (f"/models/{board.second}", 200), ("/api/models/rm-nobody", 404),
+             ("/no/such/page", 404)]  # fmt: skip
+    for path, status in calls:
+        assert get(board.base + path)[0] == status, path
+    text = get(board.base + "/metrics")[2]
+    after = parse(text)
+    for path, status in [("/api/models/{model_id}", 200), ("/models/{model_id}", 200),
+                         ("/api/models/{model_id}", 404), ("<unmatched>", 404)]:  # fmt: skip
+        labels = {"method": "GET", "path": path, "status": str(status)}
+        delta = sample_value(after, "http_requests_total", labels) - sample_value(before, "http_requests_total", labels)
+        assert delta == 1, labels
+    labelled = {s.labels["path"] for f in after.values() for s in f.samples if s.name == "http_requests_total"}
+    assert not labelled & {"/metrics", "/no/such/page", f"/api/models/{board.best}"}  # templates only
+    assert promtool_problems(text) == ""

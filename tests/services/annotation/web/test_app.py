@@ -14,10 +14,12 @@ from services.annotation.config import TaskConfig
 from services.annotation.service import AnnotationService
 from services.annotation.web.app import create_app
 from services.annotation.web.workbench import Workbench, WorkbenchConfig
+from services.observe.metrics import new_registry
 from services.store.db import session_scope
 from services.store.models import Annotation, Annotator, Ranking
 from tests.services.accounts import give
 from tests.services.annotation.web.pages_data import Clock, add_people, add_prompt, call
+from tests.services.observe.scrape import parse, promtool_problems, sample_value
 from tests.web.conftest import serve_asgi
 from tests.web.headers import assert_secure, fetch, inline_code
 
@@ -26,7 +28,8 @@ from tests.web.headers import assert_secure, fetch, inline_code
 def site(engine: Engine) -> Iterator[tuple[str, AnnotationService, Clock]]:
     """(base URL, the service behind it, its clock) of an annotation web app on a fresh store."""
     service, clock = AnnotationService(engine), Clock()
-    with serve_asgi(create_app(Workbench(service, WorkbenchConfig(lease_seconds=60), clock))) as base:
+    bench = Workbench(service, WorkbenchConfig(lease_seconds=60), clock)
+    with serve_asgi(create_app(bench, new_registry())) as base:
         yield base, service, clock
 
 
@@ -288,3 +291,23 @@ def test_the_page_keeps_the_token_for_the_tab_only(site: Any) -> None:
     for script in ("annotate.js", "overview.js"):
         status, _, source = fetch(f"{base}/static/annotation/{script}")
         assert status == 200 and "sessionStorage" in source and "localStorage" not in source, script
+
+
+def test_http_requests_are_counted_by_route_on_its_metrics(site: Any) -> None:
+    base, service, _ = site
+    tokens = add_people(service, "丁")
+    before = parse(fetch(base + "/metrics")[2])
+    task_path = "/api/tasks/{task_id}/annotation"
+    calls = [("GET", "/api/me", 200), ("GET", "/api/tasks/next", 200), ("POST", "/api/tasks/t-none/annotation", 400),
+             ("GET", "/nowhere/at/all", 404)]  # fmt: skip
+    for method, path, status in calls:
+        assert call(base, method, path, tokens["丁"], {} if method == "POST" else None)[0] == status, path
+    text = fetch(base + "/metrics")[2]
+    after = parse(text)
+    for method, path, status in [("GET", "/api/me", 200), ("GET", "/api/tasks/next", 200),
+                                 ("POST", task_path, 400), ("GET", "<unmatched>", 404)]:  # fmt: skip
+        labels = {"method": method, "path": path, "status": str(status)}
+        delta = sample_value(after, "http_requests_total", labels) - sample_value(before, "http_requests_total", labels)
+        assert delta == 1, labels
+    assert not [s for f in after.values() for s in f.samples if s.labels.get("path") in ("/metrics", "/nowhere/at/all")]
+    assert promtool_problems(text) == ""

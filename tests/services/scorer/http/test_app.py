@@ -20,6 +20,7 @@ from cheems.forward import forward_rewards
 from cheems.model import load_model
 from cheems.processes.ports import free_port
 from services.scorer.runtime import ScorerServer
+from tests.services.observe.scrape import parse, promtool_problems, sample_value
 from tests.services.scorer.conftest import running
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
@@ -319,3 +320,21 @@ def test_http_score_health_and_metrics(triton_server: ScorerServer) -> None:
     assert f'cheems_scorer_requests_total{{api="GetReward",model_id="{model_id}",status="OK"}}' in text
     assert 'cheems_scorer_requests_total{api="GetReward",model_id="",status="INVALID_ARGUMENT"}' in text
     assert "cheems_scorer_latency_seconds_bucket" in text and "cheems_scorer_batch_responses" in text
+
+
+def test_http_requests_are_counted_by_route_on_its_metrics(small_server: ScorerServer) -> None:
+    before = parse(get(small_server, "/metrics").text)
+    assert post(small_server, "/get_reward", {"query": ["好"]})[0] == 200
+    assert post(small_server, "/score", {"prompt": "你好"})[0] == 400
+    assert get(small_server, "/no/such/path?token=secret").status_code == 404
+    text = get(small_server, "/metrics").text
+    after = parse(text)
+    for method, path, status in [("POST", "/get_reward", 200), ("POST", "/score", 400), ("GET", "<unmatched>", 404)]:
+        labels = {"method": method, "path": path, "status": str(status)}
+        delta = sample_value(after, "http_requests_total", labels) - sample_value(before, "http_requests_total", labels)
+        assert delta == 1, labels
+    timed = {"method": "POST", "path": "/get_reward"}
+    name = "http_request_duration_seconds_count"
+    assert sample_value(after, name, timed) - sample_value(before, name, timed) == 1
+    assert "/metrics" not in {s.labels.get("path") for f in after.values() for s in f.samples}
+    assert promtool_problems(text) == ""

@@ -202,6 +202,9 @@ def level_of(level: int | str) -> int:
     return int(getattr(logging, level.strip().upper()))
 
 
+SERVER_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")  # loggers that configure themselves
+
+
 def setup_logging(
     service: str,
     *,
@@ -229,6 +232,11 @@ def setup_logging(
             root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(number)
+    for name in SERVER_LOGGERS:  # a uvicorn started with its default config keeps handlers of its own (and stops
+        server = logging.getLogger(name)  # propagation): its lines go through the one root handler instead
+        for old in list(server.handlers):
+            server.removeHandler(old)
+        server.propagate = True
     logging.captureWarnings(True)
     _hook_uncaught(chosen == "json")
     if chosen == "json":  # progress bars are not lines: none in this process (read when tqdm or the Hub's

@@ -153,6 +153,13 @@ def test_no_secret_reaches_the_output_from_a_message_its_args_a_traceback_or_ext
 
 
 def test_uvicorn_logs_through_the_same_handler() -> None:
+    """Even after a uvicorn started with its default config (handlers of its own, no propagation) in this process."""
+    import logging.config
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    logging.config.dictConfig(LOGGING_CONFIG)
+    assert logging.getLogger("uvicorn").propagate is False  # what the setup has to undo
     out = io.StringIO()
     setup_logging("leaderboard", log_format="json", stream=out)
     server = HttpServer(Starlette()).start()

@@ -24,6 +24,7 @@ from services.bus import topics
 from services.bus.client import EventConsumer, Publisher
 from system.plan import Process
 from system.supervisor import StartFailed, Supervisor, SupervisorConfig, grpc_health, healthy
+from tests.services.bus.test_broker import announced
 
 
 def alive(pid: int) -> bool:
@@ -135,12 +136,12 @@ def test_a_broker_whose_broker_process_dies_is_restarted_and_serves(tmp_path: Pa
         watcher.start()
         try:
             log = system.log_path("broker")
-            assert wait_for(lambda: "broker at" in log.read_text()), log.read_text()  # its topics made: it waits
+            assert wait_for(lambda: len(announced(log.read_text())) == 1), log.read_text()  # its topics made: it waits
             (tansu,) = processes.tree(wrapper)[1:]
             os.kill(tansu.pid, signal.SIGKILL)
             assert wait_for(lambda: system.pids().get("broker", wrapper) != wrapper), events
             assert wait_for(lambda: ports.listener(port, system.pids().get("broker", 0)) == "own"), events
-            assert wait_for(lambda: log.read_text().count("broker at") == 2), log.read_text()  # its topics again
+            assert wait_for(lambda: len(announced(log.read_text())) == 2), log.read_text()  # its topics again
             after = events[events.index(("broker", "exited")) :]  # a port still held by the dead one: a retry
             assert after[:2] == [("broker", "exited"), ("broker", "restarting")] and after[-1] == ("broker", "started")
             assert round_trip(f"127.0.0.1:{port}") == [("p1", "你好")]

@@ -81,6 +81,12 @@ def test_listens_on_loopback_only_and_says_so(caplog: pytest.LogCaptureFixture) 
     assert process.poll() is not None and broker.process is None  # stopped on leaving the block
 
 
+def announced(output: str) -> list[str]:
+    """The lines `cheems dev broker` prints once its topics exist ("broker at ... with topics: ..."); its log lines
+    come before (the broker process starting: "... INFO services.bus.broker: embedded broker at ...")."""
+    return [line for line in output.splitlines() if line.startswith("broker at ")]
+
+
 def test_dev_broker_command_serves_the_topics_and_stops_on_sigterm(tmp_path: Path) -> None:
     port = free_port()
     cmd = [sys.executable, "-m", "cheems_cli", "dev", "broker", "--port", str(port), "--partitions", "1"]
@@ -89,13 +95,12 @@ def test_dev_broker_command_serves_the_topics_and_stops_on_sigterm(tmp_path: Pat
         process = subprocess.Popen([*cmd, "--host", "localhost"], stdout=sink, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60
-        while "broker at" not in out.read_text():
+        while not announced(out.read_text()):
             assert process.poll() is None and time.monotonic() < deadline, out.read_text()
             time.sleep(0.1)
-        assert (
-            out.read_text().splitlines()[0]
-            == f"broker at localhost:{port} (loopback only, no authentication) with topics: {', '.join(topics.ALL)}"
-        )
+        assert announced(out.read_text()) == [
+            f"broker at localhost:{port} (loopback only, no authentication) with topics: {', '.join(topics.ALL)}"
+        ]
         admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}")
         try:
             created = {t for t in admin.list_topics() if not t.startswith("__")}  # not the broker's own
@@ -136,7 +141,7 @@ def dev_broker(port: int, out: Path) -> tuple[subprocess.Popen[bytes], processes
     with out.open("wb") as sink:
         process = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
-    while "broker at" not in out.read_text():
+    while not announced(out.read_text()):
         assert process.poll() is None and time.monotonic() < deadline, out.read_text()
         time.sleep(0.1)
     broker = processes.tree(process.pid)[1:]

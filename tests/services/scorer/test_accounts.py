@@ -116,6 +116,8 @@ def test_score_is_served_while_an_outbox_relay_waits_for_a_broker_that_does_not_
     """Issue 41: a relay held the SQLite write lock while it waited for the broker's acknowledgements; the
     scorer's per-call token check queued behind it and Score calls ended in DEADLINE_EXCEEDED."""
     rlhf = account("grpo-run", SCORER_CLIENT)
+    with grpc.insecure_channel(f"127.0.0.1:{scorer.grpc_port}") as channel:  # warm: a first call's costs out of it
+        reward_pb2_grpc.RewardServiceStub(channel).Score(REQUEST, metadata=bearer(rlhf), timeout=120)
     with EmbeddedBroker() as broker:
         broker.create_topics([topics.RANKINGS])
         publisher = Watched(broker.bootstrap, max_block_ms=5000)

@@ -8,10 +8,10 @@ PROTOS := $(wildcard protos/cheems/v1/*.proto)
 STAMP_INSTALL := $(VENV)/.installed
 STAMP_PROTO   := cheems/v1/.stamp-proto
 
-.PHONY: setup setup-vllm proto test demo check bench lock lock-vllm clean sample train kubectl chromium promtool image image-test wheelhouse dev-secrets
+.PHONY: setup setup-vllm proto test demo docs docs-build check bench lock lock-vllm clean sample train kubectl chromium promtool image image-test wheelhouse dev-secrets gpu-report
 
 # pyproject's extras this machine installs: all but wandb (cheems/extras.py says what each is for; a GPU host
-# takes none: README "On a GPU host with no network").
+# takes none: docs/gpu-host.md).
 EXTRAS := dev,triton,charts,broker,kubernetes,mlflow
 
 setup: $(STAMP_INSTALL) $(STAMP_PROTO) kubectl chromium promtool
@@ -41,10 +41,13 @@ promtool:
 	  SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 	  $$SUDO apt-get install -y -q --no-install-recommends prometheus || { $$SUDO apt-get update -q && $$SUDO apt-get install -y -q --no-install-recommends prometheus; }; }
 
+# pip byte-compiles every module it installs (torch and transformers alone: 37 CPU-s against 8 with
+# --no-compile), and that stays: where PYTHONDONTWRITEBYTECODE is set, as in many images, nothing compiled later is
+# kept, so every process would compile torch again.
 $(STAMP_INSTALL): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(None if sys.version_info[:2] == (3, 11) else "make setup needs Python 3.11, found " \
 	  + sys.version.split()[0] + ": constraints.txt pins the tree for 3.11 (numpy 1.26 for PyTriton, the CPU torch on disk). " \
-	  + "Python 3.12 runs on GPU hosts: README, On a GPU host with no network")'
+	  + "Python 3.12 runs on GPU hosts: docs/gpu-host.md")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip==25.3
 	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pip install -q -c constraints.txt -e '.[$(EXTRAS)]'
@@ -74,18 +77,32 @@ $(STAMP_PROTO): $(PROTOS) $(STAMP_INSTALL)
 
 # Three workers on 2 cores (a test file stays on one, with its fixtures): most tests wait on real
 # processes (Triton, torchrun, the services, vLLM engines), so a third worker fills the idle CPU. On a fresh
-# clone here: 2,865 tests in 21.7 min (24.2 with the installs; the short chaos soak alone: about 4 min); 2,724 in
-# 32 min on a slower day. Over the 15-minute goal since the vLLM engines.
-# Files marked slow run first (tests/conftest.py). `make test JOBS=0` runs it in one process.
+# clone here: 3,410 tests in 25.3 min (about 30 with the installs); slowest: the short chaos soak (4 min), vLLM's
+# tensor-parallel-2 engine, the gpu-report's quick run, the demo. Over the 15-minute goal since the vLLM engines.
+# xdist hands out the files with the most tests first (the order tests/conftest.py sorts in only breaks ties), so
+# the one-test soak and demo run near the end. Handing the slow files out first (--no-loadscope-reorder) was tried:
+# the multi-process tests (torchrun, vLLM, `cheems up`) then ran all at once, spent more CPU each, and two tests
+# timed out. The 25 slowest tests are printed. `make test JOBS=0` runs it in one process.
 JOBS ?= 3
-test: setup setup-vllm
-	$(BIN)/python -m pytest -q $(if $(filter 0,$(JOBS)),,-n $(JOBS) --dist loadfile) $(PYTEST_ARGS)
+# The two environments install side by side first (each is one pip process; a fresh clone waits for both).
+test:
+	$(MAKE) -j2 $(STAMP_INSTALL) $(STAMP_VLLM)
+	$(MAKE) setup setup-vllm
+	$(BIN)/python -m pytest -q --durations=25 $(if $(filter 0,$(JOBS)),,-n $(JOBS) --dist loadfile) $(PYTEST_ARGS)
 
 # The main job, through the services (`cheems up`): ingest over gRPC -> simulated annotators and AI judge ->
 # rankings -> dataset -> training -> model -> the scorer switches -> evaluation, by themselves; then stop.
 # (scripts/demo.sh is the same flow as file-based CLI commands, one at a time.)
 demo: setup
 	$(BIN)/cheems demo
+
+# The manual (docs/, mkdocs.yml) on http://127.0.0.1:8000, rebuilt on every save; its references (command line,
+# gRPC, settings, Python) are generated from the code by scripts/docs_hooks.py. `make test` builds it with --strict
+# (tests/docs/test_site.py); `make docs-build` writes the static site to site/.
+docs: setup $(STAMP_PROTO)
+	$(BIN)/mkdocs serve --strict -a 127.0.0.1:8000
+docs-build: setup $(STAMP_PROTO)
+	$(BIN)/mkdocs build --strict -d site
 
 # Regenerates the bundled sample benchmark (seeded; the output is committed).
 sample: setup
@@ -119,6 +136,15 @@ PYTHON_VERSION ?= 3.12
 wheelhouse: $(STAMP_INSTALL)
 	$(BIN)/python scripts/wheelhouse.py --python-version $(PYTHON_VERSION)
 
+# Every GPU goal still unmeasured, in one table within 8 minutes (bench/gpu_report.py; JSON in out/gpu-report.json).
+# No `make setup`: on the offline GPU host it runs with the Python that holds the host's torch, after the install in
+# docs/gpu-host.md (cheems.v1 generated here when that step was skipped); elsewhere .venv's, on
+# the CPU with the tiny shape. GPU_REPORT_ARGS passes options (--budget, --parts, --json).
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+gpu-report:
+	test -e cheems/v1/reward_pb2.py || $(GPU_PYTHON) -m cheems.protogen .
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) bench/gpu_report.py $(GPU_REPORT_ARGS)
+
 # The development overlay's Secrets (random, git-ignored, kept on a rerun): before `kubectl apply -k k8s/overlays/dev`.
 dev-secrets:
 	$(PYTHON) scripts/dev_secrets.py
@@ -143,6 +169,7 @@ bench: setup setup-vllm
 	$(BIN)/python bench/rewards_bench.py
 	$(BIN)/python bench/fsdp_memory_bench.py
 	$(BIN)/python bench/data_bench.py
+	$(BIN)/python bench/annotation_queue_bench.py
 
 lock: setup
 	{ echo '# Full dependency tree, pinned. Regenerate with `make lock` after changing pyproject.toml.'; \
@@ -159,4 +186,4 @@ lock-vllm:
 	mv constraints-vllm.txt.new constraints-vllm.txt
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) out build *.egg-info cheems/v1/*_pb2*.py cheems/v1/*_pb2*.pyi $(STAMP_PROTO)
+	rm -rf $(VENV) $(VLLM_VENV) out build site *.egg-info cheems/v1/*_pb2*.py cheems/v1/*_pb2*.pyi $(STAMP_PROTO)

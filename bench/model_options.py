@@ -22,10 +22,8 @@ import torch
 import transformers
 
 from cheems.model import load_model, save_model
-from cheems.precision import dtype_name, resolve_dtype
+from cheems.precision import DTYPES, dtype_name, resolve_dtype
 from trainer.tiny import build_model
-
-DTYPES = ("auto", "bfloat16", "float16", "float32")
 
 
 def add_model_options(parser: argparse.ArgumentParser, dtype: bool = True) -> None:

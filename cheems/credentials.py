@@ -11,8 +11,9 @@ who can list processes (`ps`), so every token option can also be read from a fil
 writes that others should not read (token files, the SQLite store, the logs) is its owner's only: files 0600 in
 0700 folders, made so when created (never widened by the umask first) and narrowed when found wider.
 
-Token strength: a token made elsewhere must be hard to guess, at least 128 bits, estimated from its length and
-its alphabet.
+Token strength: a token made elsewhere must be one word of printable characters (no spaces, as a bearer token
+is sent) and hard to guess, at least 128 bits, estimated from its length and its alphabet. `check_strength` is the
+one rule: the accounts the store keeps, the command line's --token-file, the scorer's static token.
 
     check_strength(Path("/secrets/token").read_text().strip(), "--token-file")   # InvalidInput if weak
     estimated_bits("chm_" + secrets.token_urlsafe(32))                            # about 308.1
@@ -159,9 +160,11 @@ def estimated_bits(token: str) -> float:
 
 
 def check_strength(token: str, option: str = "") -> str:
-    """`token` if it carries at least MIN_BITS (estimated) and MIN_DISTINCT different characters; else InvalidInput
-    naming `option` when given (the token itself is never in the message)."""
+    """`token` if it is printable with no whitespace and carries at least MIN_BITS (estimated) and MIN_DISTINCT
+    different characters; else InvalidInput naming `option` when given (the token itself is never in the message)."""
     where = f"{option}: " if option else ""
+    if any(c.isspace() for c in token) or not token.isprintable():
+        raise InvalidInput(f"{where}the token needs printable characters and no spaces; {HOW}")
     if len(set(token)) < MIN_DISTINCT:
         raise InvalidInput(
             f"{where}the token has fewer than {MIN_DISTINCT} different characters, too easy to guess; {HOW}"

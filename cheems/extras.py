@@ -1,7 +1,7 @@
 """The parts of Cheems installed as pip extras, and the one line a command says when one is missing.
 
 `pip install -e .` gives what a GPU host runs: the scorer (`--backend torch`, or `--triton-url`), the
-trainer, the evaluation and the benchmarks (README "On a GPU host with no network"). `make setup` and the
+trainer, the evaluation and the benchmarks (docs/gpu-host.md, "On a GPU host with no network"). `make setup` and the
 image add every extra below; each is imported only where it is used, after `need` has checked it.
 """
 
@@ -35,6 +35,8 @@ EXTRAS = {
     # store (sqlite:///, postgresql://, or an MLflow server's http://) without the server, the UI and pandas
     "mlflow": Extra(("mlflow-skinny",), ("mlflow",), "MLflow reports (report_to=mlflow)"),
     "wandb": Extra(("wandb",), ("wandb",), "Weights & Biases reports (report_to=wandb)", setup=False),
+    # 4-bit NF4 bases need CUDA (trainer.adapters.qlora): nothing here can run it
+    "qlora": Extra(("bitsandbytes",), ("bitsandbytes",), "QLoRA (load_in_4bit=true)", setup=False),
 }
 
 

@@ -41,8 +41,14 @@ def quiet_transformers() -> None:
 
 
 def head_of(model: nn.Module) -> nn.Linear:
-    """The scalar head (`score` in Llama/Qwen/Mistral-style classes)."""
+    """The scalar head (`score` in Llama/Qwen/Mistral-style classes). Under peft's `modules_to_save` (a LoRA
+    reward model trains its head whole) the head is a wrapper holding the original and a trained copy: the
+    active copy, the one that runs, is returned."""
     head = getattr(model, "score", None) or getattr(model, "classifier", None)
+    copies = getattr(head, "modules_to_save", None)  # peft's ModulesToSaveWrapper (duck-typed: no peft import)
+    active = getattr(head, "active_adapters", None)
+    if isinstance(copies, nn.ModuleDict) and active:
+        head = copies[active[0]]
     if not isinstance(head, nn.Linear) or head.out_features != 1:
         raise ModelError(f"{type(model).__name__} has no scalar linear head (score/classifier with 1 output)")
     return head
@@ -68,6 +74,7 @@ def load_model(
     attn_implementation: str = "auto",
     device: str = "cpu",
     training: bool = False,
+    quantization: Any = None,
 ) -> tuple[Any, Any]:
     """(model, tokenizer) from a sequence-classification checkpoint directory, safetensors only (a Hugging Face
     Hub id is resolved to one by `cheems.hub.resolve_model` where the command starts).
@@ -78,11 +85,13 @@ def load_model(
     initializer_range) from torch's generator, as `fresh_head` does). `attn_implementation`: a name
     `cheems.attention.resolve_attention` takes, resolved for `device` (where the caller will run the model; it is
     loaded on the CPU) and `training` (gradients): one the device cannot run is refused (ConfigError) before
-    anything loads."""
+    anything loads. `quantization`: a transformers quantization config (QLoRA's 4-bit base): the model is then
+    quantised while it loads, straight onto `device`."""
     from transformers import AutoModelForSequenceClassification
 
     quiet_transformers()
     directory, attention = _checked(path, attn_implementation, device, training)
+    placed = {} if quantization is None else {"quantization_config": quantization, "device_map": {"": device}}
     model, info = AutoModelForSequenceClassification.from_pretrained(
         directory,
         dtype=dtype,
@@ -91,6 +100,7 @@ def load_model(
         trust_remote_code=trust_remote_code,
         num_labels=1,
         output_loading_info=True,
+        **placed,
     )
     absent = sorted({*info.get("missing_keys", ()), *(str(k[0]) for k in info.get("mismatched_keys", ()))})
     if strict and absent:

@@ -8,18 +8,29 @@
 (4.5-5.8x the float32 throughput on an H200, measured), float16 on an older CUDA card (as vLLM falls back),
 float32 on the CPU, where half precision is emulated and slower. Whatever the dtype, rewards leave the
 forward as float32 (`cheems.forward`). A dtype the device cannot run is refused before anything loads.
+
+The names are checked in one place, `check_dtype` (the scorer's options, the training service's supervision
+dtype): importing this module does not import torch, so a config that only names a dtype stays light to import.
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
-import torch
+from typing import TYPE_CHECKING, Literal, get_args
 
 from cheems.errors import ConfigError
 
+if TYPE_CHECKING:
+    import torch
+
 DtypeName = Literal["auto", "bfloat16", "float16", "float32"]
-DTYPES: dict[str, torch.dtype] = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+DTYPES: tuple[str, ...] = get_args(DtypeName)  # torch's names (torch.bfloat16 ...), and auto
+
+
+def check_dtype(name: str, field: str = "dtype") -> str:
+    """`name` when it is one of DTYPES; else ConfigError (a ValueError) naming `field` and the choices."""
+    if name not in DTYPES:
+        raise ConfigError(f"{field} must be one of {', '.join(DTYPES)}, got {name!r}")
+    return name
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -29,8 +40,9 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 def resolve_dtype(name: str, device: str) -> torch.dtype:
     """The torch dtype `name` means on `device`; ConfigError naming the dtype and device when it cannot run."""
-    if name != "auto" and name not in DTYPES:
-        raise ConfigError(f"dtype {name!r} is not one of auto, {', '.join(DTYPES)}")
+    import torch  # here, not at import (`check_dtype`)
+
+    check_dtype(name)
     kind = torch.device(device).type
     if kind == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"device {device}: CUDA is not available here (torch {torch.__version__})")
@@ -38,7 +50,7 @@ def resolve_dtype(name: str, device: str) -> torch.dtype:
         if kind != "cuda":
             return torch.float32
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    dtype = DTYPES[name]
+    dtype: torch.dtype = getattr(torch, name)
     if kind == "cuda" and dtype is torch.bfloat16 and not torch.cuda.is_bf16_supported():
         card = torch.cuda.get_device_name(torch.device(device))
         raise ConfigError(f"dtype bfloat16 cannot run on {device} ({card}): use --dtype float16 or float32")
@@ -50,15 +62,17 @@ def planned_dtype(name: str, device: str) -> str:
     """The dtype name `name` will mean on `device`, decided without that device at hand (an export for another
     machine): `auto` is bfloat16 for CUDA (Ampere and later) and float32 otherwise; the device checks it when
     it loads the model (`resolve_dtype`)."""
-    if name != "auto" and name not in DTYPES:
-        raise ConfigError(f"dtype {name!r} is not one of auto, {', '.join(DTYPES)}")
-    if name != "auto":
+    import torch
+
+    if check_dtype(name) != "auto":
         return name
     return "bfloat16" if torch.device(device).type == "cuda" else "float32"
 
 
 def _probe(dtype: torch.dtype, device: str) -> None:
     """A matrix product and attention in `dtype` on `device`, the operations a forward needs."""
+    import torch
+
     try:
         x = torch.ones((1, 1, 4, 8), dtype=dtype, device=device)
         torch.nn.functional.scaled_dot_product_attention(x, x, x) @ x.transpose(-1, -2)

@@ -12,8 +12,8 @@ credential, never from the request. The roles:
     operator       ingests, makes tasks and datasets, reassigns tasks and voids annotations, starts and cancels
                    trainings and evaluation runs, registers and rejects models, reads everything
     admin          all an operator may, and promotes and rolls back models, annotates, sees the annotation overview
-    service        what one service needs of another: scoring, listing tasks and submitting AI annotations under its
-                   own name (an AI judge)
+    service        what one service needs of another: scoring, listing tasks, submitting AI annotations of pair tasks
+                   under its own name and closing a pair it cannot decide (an AI judge)
     scorer-client  Score, ScoreBatch and GetModelInfo only (an RLHF job, the eval workers)
 
 A method missing from PERMISSIONS may be called by nobody (a test checks that every method of every cheems.v1
@@ -49,6 +49,7 @@ PERMISSIONS: dict[str, frozenset[str]] = {
         "AnnotationService", OPERATE, "CreateTasks", "Resolve", "GetRanking", "Export", "ReassignTask", "VoidAnnotation"
     ),
     **_methods("AnnotationService", ANNOTATE | {SERVICE}, "SubmitAnnotation"),
+    **_methods("AnnotationService", frozenset({SERVICE}), "CloseTask"),  # an AI judge's undecidable pair
     **_methods("AnnotationService", ANNOTATE | OPERATE | {SERVICE}, "ListTasks"),
     **_methods(
         "TrainingService",

@@ -39,6 +39,8 @@ class Settings(BaseSettings):
     cache_dir: str = ""  # token arrays of training data (trainer.data.cache); empty = $XDG_CACHE_HOME/cheems
     training_url: str = ""  # host:port of the training service's gRPC endpoint
     tls_ca: str = ""  # PEM file of the CA the services' TLS certificates are signed by; empty = plaintext gRPC
+    annotation_url: str = ""  # host:port of the annotation service's gRPC endpoint (the AI judge's)
+    ai_sources: str = ""  # sample sources (fnmatch, space-separated) the annotation service opens AI pair tasks of
     judge_base_url: str = ""  # OpenAI-compatible API of the AI judge, e.g. https://host/v1
     judge_model: str = ""
     judge_api_key: str = ""

@@ -7,9 +7,9 @@ cheems annotators add 张三 [--admin]                 # the same as --role anno
 
 Roles (`cheems.roles`): annotator, operator, admin, service, scorer-client. The commands talk to the store
 (`--db`), so whoever may run them holds the database's credentials: managing accounts is the database admin's.
-A token is never taken from the command line: printed once, or read from `--token-file` (at least 128 bits:
-`cheems.credentials`). Nothing re-enables a disabled account or restores a reset token but these commands
-(`cheems up` refuses to start instead).
+A token is never taken from the command line: printed once, or read from `--token-file` (one word of at least 128
+bits: `cheems.credentials.check_strength`, the rule the store holds it to). Nothing re-enables a disabled account
+or restores a reset token but these commands (`cheems up` refuses to start instead).
 """
 
 from __future__ import annotations

@@ -250,25 +250,16 @@ def annotate_void(
 
 
 def _annotation_call(url: str, tls_ca: str, token_file: Path | None, call: Any) -> Any:
-    """`call(stub)` on the AnnotationService at `url` with the account's token; a refusal as a CheemsError."""
+    """`call(stub)` on the AnnotationService at `url` with the account's token; a refusal as the kind of CheemsError
+    its status stands for (`services.grpc_errors.error_of`)."""
     import grpc
 
-    from cheems import errors
     from cheems.v1 import annotation_pb2_grpc
     from services.channels import open_channel, tls_credentials
+    from services.grpc_errors import error_of
 
-    kinds: dict[grpc.StatusCode, type[errors.CheemsError]] = {
-        grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidInput,
-        grpc.StatusCode.NOT_FOUND: errors.NotFound,
-        grpc.StatusCode.FAILED_PRECONDITION: errors.Conflict,
-        grpc.StatusCode.UNAUTHENTICATED: errors.Unauthenticated,
-        grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDenied,
-        grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
-    }
-    with open_channel(url, tls_credentials(tls_ca), token=account_token(token_file, url)) as channel:
+    with open_channel(url, tls_credentials(tls_ca), token=account_token(token_file, url, bool(tls_ca))) as channel:
         try:
             return call(annotation_pb2_grpc.AnnotationServiceStub(channel))
         except grpc.RpcError as e:
-            raise kinds.get(e.code(), errors.CheemsError)(
-                f"annotation service: {e.code().name}: {e.details()}"
-            ) from None
+            raise error_of(e, "annotation service") from None

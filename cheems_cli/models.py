@@ -45,7 +45,9 @@ def convert_command(
 @clear_errors
 def train_command(
     ctx: typer.Context,
-    recipe: Annotated[str, typer.Option(help="Recipe name: tiny-cpu, qwen25-paper.")] = "tiny-cpu",
+    recipe: Annotated[
+        str, typer.Option(help="Recipe name: tiny-cpu, qwen25-paper, qwen25-paper-lora, qwen25-paper-qlora.")
+    ] = "tiny-cpu",
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config field: key=value.")] = None,
     nproc: Annotated[
         int, typer.Option(min=1, envvar="PET_NPROC_PER_NODE", help="Processes on this machine: one per GPU.")

@@ -81,6 +81,33 @@ AccountTokenFile = Annotated[
 TlsCert = Annotated[str, typer.Option(help="PEM certificate: the gRPC port speaks TLS only (with --tls-key).")]
 TlsKey = Annotated[str, typer.Option(help="PEM private key of --tls-cert.")]
 TlsCa = Annotated[str, from_settings("tls_ca", "PEM file of the CA the services' TLS certificates are signed by.")]
+# The annotation queue's rule (services.annotation.config.QueueConfig): `cheems service annotation` and `cheems up`
+# hand work out by it; `cheems status` takes the same --people-per-prompt and --lease to report on it
+MaxHeld = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        max=1000,
+        help="Tasks an annotator holds at once (ListTasks tops theirs up to it; the page shows one): a few minutes' "
+        "work ahead, no hoarding.",
+    ),
+]
+PeoplePerPrompt = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        help="Different people a prompt's triples need: 0 = one per triple (the paper's rule: 7 responses, 11 "
+        "triples, 11 people); N = a person may take up to ceil(triples / N) of a prompt's, so N people finish it.",
+    ),
+]
+Lease = Annotated[
+    float,
+    typer.Option(
+        min=1.0,
+        help="Seconds a held task nobody works on (claimed, opened on the page) stays its holder's alone; then "
+        "anyone may take it.",
+    ),
+]
 JudgeBaseUrl = Annotated[str, from_settings("judge_base_url", "OpenAI-compatible API of the AI judge, e.g. .../v1")]
 JudgeModel = Annotated[str, from_settings("judge_model", "Model name at that API.")]
 JudgeApiKey = Annotated[

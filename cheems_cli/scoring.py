@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from cheems.precision import DtypeName
 from cheems_cli.options import (
     ScorerToken,
     ScorerTokenFile,
@@ -114,7 +115,7 @@ def rewards_command(
         str, typer.Option(help="--model: auto (cuda when there is a GPU, else cpu), cpu, cuda, cuda:1 ...")
     ] = "auto",
     dtype: Annotated[
-        Literal["auto", "bfloat16", "float16", "float32"],
+        DtypeName,
         typer.Option(help="--model: auto = bfloat16 on CUDA (float16 on older cards), float32 on the CPU."),
     ] = "auto",
     max_batch_tokens: Annotated[
@@ -157,7 +158,7 @@ def export_triton_command(
         Literal["on", "off"], typer.Option(help="on: pack one prompt's responses, as `serve --prefix-sharing`.")
     ] = "on",
     dtype: Annotated[
-        Literal["auto", "bfloat16", "float16", "float32"],
+        DtypeName,
         typer.Option(help="auto: bfloat16 for cuda (Ampere and later; float16 for older cards), float32 for cpu."),
     ] = "auto",
     max_batch_tokens: Annotated[int, typer.Option(min=1, help="Tokens per forward, padding counted.")] = 32768,

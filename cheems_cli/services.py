@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 
+from cheems.credentials import read_secret
+from cheems.precision import DtypeName
 from cheems_cli import evaluation_services
 from cheems_cli.options import (
     DatabaseUrl,
@@ -15,8 +18,12 @@ from cheems_cli.options import (
     JudgeBaseUrl,
     JudgeModel,
     KafkaBootstrap,
+    Lease,
     ListenHost,
+    MaxHeld,
     MetricsPort,
+    PeoplePerPrompt,
+    TlsCa,
     TlsCert,
     TlsKey,
     as_service,
@@ -70,13 +77,22 @@ def service_annotation(
         list[str] | None,
         typer.Option(metavar="PATTERN", help="Sample sources people annotate, fnmatch (repeat; default: all)."),
     ] = None,
+    ai_sources: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="PATTERN",
+            envvar="CHEEMS_AI_SOURCES",
+            help="Sample sources the AI judge annotates: pair tasks, fnmatch (repeat; default: none; set it where "
+            "`cheems service judge` runs, as an open pair keeps its prompt from resolving).",
+        ),
+    ] = None,
     port: Annotated[int, typer.Option(help="gRPC port (0 = any free port).")] = 50053,
     http_port: Annotated[
         int, typer.Option(min=-1, max=65535, help="HTTP port of the annotator's page (0 = any free port, -1 = none).")
     ] = 8053,
-    lease: Annotated[
-        float, typer.Option(min=1.0, help="Seconds an annotator holds a task on the page before it may go to another.")
-    ] = 1800.0,
+    max_held: MaxHeld = 5,
+    lease: Lease = 1800.0,
+    people_per_prompt: PeoplePerPrompt = 0,
     double_share: Annotated[
         float, typer.Option(help="Share of triples annotated twice, by two different annotators (0 to 1).")
     ] = 0.0,
@@ -102,25 +118,28 @@ def service_annotation(
     intake_delay: Annotated[float, typer.Option(hidden=True, help="Tests: seconds to pause after each sample.")] = 0.0,
 ) -> None:
     """gRPC cheems.v1.AnnotationService with health, until SIGTERM. With --bootstrap: new samples
-    (cheems.samples.v1) become triple-wise tasks, and annotations and rankings are published. With
+    (cheems.samples.v1) become triple-wise tasks (and pair tasks for the AI judge, --ai-sources), and annotations and
+    rankings are published. With
     --http-port: the annotator's page (/annotate) and the admin overview (/admin) over HTTP. A prompt's
     triples go to different annotators; --double-share gives a share of them a second task. The rule filter
     keeps abnormal responses out of tasks, each with its reason stored (`cheems status`, the admin overview).
-    Export writes a file by name in --export-dir, never a path a caller chooses."""
+    Each annotator holds --max-held tasks at most; one nobody works on for --lease goes back to the queue;
+    --people-per-prompt lets a team smaller than a prompt's triples finish it. Export writes a file by name in
+    --export-dir, never a path a caller chooses."""
     as_service("annotation")
     from cheems.settings import setting
     from services.annotation.algorithm.doubles import DoublingConfig
     from services.annotation.algorithm.filters import FilterConfig
-    from services.annotation.config import TaskConfig
+    from services.annotation.config import QueueConfig, TaskConfig
     from services.annotation.exports import ExportConfig
     from services.annotation.intake import IntakeConfig
     from services.annotation.server import serve
-    from services.annotation.web.workbench import WorkbenchConfig
 
     try:
-        intake = IntakeConfig(human_sources=tuple(human_sources or ("*",)), delay=intake_delay)
+        people, judge = tuple(human_sources or ("*",)), tuple(ai_sources or ())
+        intake = IntakeConfig(human_sources=people, ai_sources=judge, delay=intake_delay)
     except ValueError as e:
-        raise typer.BadParameter(str(e), param_hint="--human-sources") from None
+        raise typer.BadParameter(str(e), param_hint="--human-sources/--ai-sources") from None
     try:
         doubling = DoublingConfig(share=double_share, seed=double_seed)
     except ValueError as e:
@@ -133,10 +152,10 @@ def service_annotation(
         page = f", annotator page http://{host}:{http_bound}/annotate" if http_bound is not None else ""
         say(f"annotation: gRPC {host}:{bound}{events}{page}")
 
-    web = WorkbenchConfig(lease_seconds=lease)
+    queue = QueueConfig(max_held=max_held, lease_seconds=lease, people_per_prompt=people_per_prompt)
     tasks = TaskConfig(rules if rule_filter else None, doubling)
     exports = ExportConfig(export_dir or str(Path(setting("data_dir")) / "exports"))
-    serve(db, listen(port, host, tls_cert, tls_key), ready, bootstrap, intake, http_port, web, tasks, exports)
+    serve(db, listen(port, host, tls_cert, tls_key), ready, bootstrap, intake, http_port, queue, tasks, exports)
 
 
 @service.command("judge")
@@ -145,39 +164,57 @@ def service_judge(
     base_url: JudgeBaseUrl,
     model: JudgeModel,
     api_key: JudgeApiKey,
-    db: DatabaseUrl,
-    bootstrap: KafkaBootstrap,
+    annotation_url: Annotated[
+        str, from_settings("annotation_url", "host:port of the annotation service's gRPC endpoint.")
+    ],
+    tls_ca: TlsCa,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="CHEEMS_TOKEN_FILE",
+            dir_okay=False,
+            help="File holding the judge's service account token (role service; else CHEEMS_TOKEN).",
+        ),
+    ] = None,
     api_key_file: JudgeApiKeyFile = None,
     both_orders: Annotated[bool, typer.Option(help="Judge both A/B orders; keep consistent verdicts.")] = False,
     concurrency: Annotated[int, typer.Option(min=1, help="Judge calls at once.")] = 8,
-    ai_sources: Annotated[
-        list[str] | None,
-        typer.Option(metavar="PATTERN", help="Sample sources the AI judges, fnmatch (repeat; default: all)."),
-    ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per judge call.")] = 60.0,
-    retry_every: Annotated[float, typer.Option(help="Seconds before a pair the endpoint failed on is retried.")] = 60.0,
+    retry_every: Annotated[
+        float, typer.Option(help="Seconds before a pair the endpoint or the service failed on is retried.")
+    ] = 60.0,
+    batch: Annotated[int, typer.Option(min=1, max=1000, help="Open pairs listed per look.")] = 100,
     seed: Annotated[int, typer.Option(help="Seed of the A/B order of each pair.")] = 0,
     health_port: Annotated[int, typer.Option(help="gRPC health port (-1 = none).")] = 50058,
     host: ListenHost = "127.0.0.1",
     metrics_port: MetricsPort = -1,
 ) -> None:
-    """AI judge worker: new samples -> pair tasks -> an OpenAI-compatible LLM judges each pair -> AI
-    annotations (the prompt's last one resolves it and publishes its ranking), until SIGTERM."""
+    """AI judge worker: the annotation service's open pair tasks -> an OpenAI-compatible LLM judges each pair -> AI
+    annotations through AnnotationService (the prompt's last one resolves it), as the judge's own service account,
+    until SIGTERM. The annotation service opens the pairs (its --ai-sources); the judge needs no database or broker."""
     as_service("judge")
     from services.annotation.judge.pairwise import JudgeConfig, OpenAICompatibleBackend
     from services.annotation.judge.worker import JudgeWorkerConfig, ProcessHealth, serve_judge
+    from services.channels import tls_credentials
 
     required(base_url, "CHEEMS_JUDGE_BASE_URL")
     required(model, "CHEEMS_JUDGE_MODEL")
-    required(bootstrap, "CHEEMS_KAFKA_BOOTSTRAP")
+    required(annotation_url, "CHEEMS_ANNOTATION_URL")
+    token = read_secret(token_file, "--token-file") if token_file else os.environ.get("CHEEMS_TOKEN", "").strip()
+    if not token:
+        raise typer.BadParameter("the judge's service account token is required", param_hint="--token-file")
     backend = OpenAICompatibleBackend(base_url, model, secret_option(api_key, api_key_file, "--api-key-file"), timeout)
     judging = JudgeConfig(both_orders=both_orders, concurrency=concurrency, seed=seed)
     try:
-        config = JudgeWorkerConfig(model, tuple(ai_sources or ("*",)), judging, retry_every)
+        config = JudgeWorkerConfig(model, judging, retry_every, batch)
         health = ProcessHealth(port=health_port, host=host, metrics_port=metrics_port)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    serve_judge(db, bootstrap, backend, config, health, lambda bound: say(f"judge: health on :{bound}"))
+
+    def ready(bound: int) -> None:
+        say(f"judge: health on :{bound}, pairs from {annotation_url}")
+
+    serve_judge(annotation_url, token, backend, config, health, ready, tls_credentials(tls_ca))
 
 
 @service.command("training")
@@ -231,7 +268,7 @@ def service_training(
         str, typer.Option(help="Where distant supervision scores: auto (cuda if there is a GPU), cpu, cuda:1 ...")
     ] = "auto",
     supervision_dtype: Annotated[
-        Literal["auto", "bfloat16", "float16", "float32"],
+        DtypeName,
         typer.Option(help="What distant supervision computes in: auto = bfloat16 on CUDA, float32 on the CPU."),
     ] = "auto",
     auto_after: Annotated[

@@ -9,7 +9,15 @@ from typing import Annotated
 
 import typer
 
-from cheems_cli.options import AccountTokenFile, DatabaseUrl, account_token, clear_errors
+from cheems_cli.options import (
+    AccountTokenFile,
+    DatabaseUrl,
+    Lease,
+    MaxHeld,
+    PeoplePerPrompt,
+    account_token,
+    clear_errors,
+)
 
 app = typer.Typer()
 SAMPLE_BENCH = Path(__file__).resolve().parent.parent / "data" / "sample"
@@ -55,10 +63,14 @@ def up_command(
     human_sources: Annotated[str, typer.Option(help="Samples (by source, fnmatch) that get human tasks.")] = "*",
     ports_from: Annotated[int, typer.Option(help="Listen on a block of ports from here (0 = the standard ports).")] = 0,
     nproc: Annotated[int, typer.Option(min=1, help="Training processes (torchrun).")] = 1,
+    max_held: MaxHeld = 5,
+    lease: Lease = 1800.0,
+    people_per_prompt: PeoplePerPrompt = 0,
 ) -> None:
     """Run the whole loop on this machine until Ctrl-C: broker, store, ingestion, annotation (+ AI judge),
     training, the scorer following the registry, score workers, sink and the evaluation API. Every service checks
-    its callers' accounts; the operator's token is in DATA_DIR/accounts/operator.token (0600)."""
+    its callers' accounts; the operator's token is in DATA_DIR/accounts/operator.token (0600). The annotation queue
+    hands out work by --max-held, --lease and --people-per-prompt (give `cheems status` the same)."""
     from services import hosting
     from system.plan import OPERATOR_ACCOUNT, SystemConfig, addresses, metrics_urls
     from system.supervisor import Supervisor
@@ -69,6 +81,8 @@ def up_command(
         judge_url=judge_url, judge_model=judge_model, judge_key_file=judge_key_file, ai_sources=ai_sources,
         human_sources=human_sources, training_recipe=recipe, dataset_recipe=dataset_recipe,
         training_overrides=set_ or [], auto_after=auto_after, nproc=nproc, ports_from=ports_from,
+        extra={"annotation": ["--max-held", str(max_held), "--lease", str(lease),
+                              "--people-per-prompt", str(people_per_prompt)]},
     )  # fmt: skip
     began = time.monotonic()
 
@@ -94,9 +108,14 @@ def status_command(
     ports_from: Annotated[int, typer.Option(help="The port block `cheems up --ports-from` used (0 = standard).")] = 0,
     timeout: Annotated[float, typer.Option(help="Seconds per health check.")] = 2.0,
     token_file: AccountTokenFile = None,
+    people_per_prompt: PeoplePerPrompt = 0,
+    lease: Lease = 1800.0,
 ) -> None:
-    """Each service's health, how much each stage holds, and the models with their CheemsBench results, best first
-    (what the scorer holds asked with your account's token: --token-file, CHEEMS_TOKEN, or `cheems up`'s operator)."""
+    """Each service's health, how much each stage holds, who holds which annotation tasks (and the prompts the
+    accounts cannot finish under --people-per-prompt: give the annotation service's, and its --lease), and the
+    models with their CheemsBench results, best first (what the scorer holds asked with your account's token:
+    --token-file, CHEEMS_TOKEN, or `cheems up`'s operator)."""
+    from services.annotation.config import QueueConfig
     from services.store.db import StoreConfig, create_engine_for
     from system.plan import SystemConfig, addresses, metrics_urls
     from system.status import render, status
@@ -106,7 +125,8 @@ def status_command(
     services.pop("broker", None)  # not gRPC: its health is the services' that use it
     token = account_token(token_file, services["scorer"])
     engine = create_engine_for(StoreConfig(db))
-    report = status(engine, services, timeout, token, metrics_urls(system), optional=("judge",))
+    queue = QueueConfig(lease_seconds=lease, people_per_prompt=people_per_prompt)
+    report = status(engine, services, timeout, token, metrics_urls(system), optional=("judge",), queue=queue)
     typer.echo(json.dumps(report, ensure_ascii=False, indent=2) if json_ else render(report))
 
 

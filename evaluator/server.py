@@ -17,9 +17,9 @@ With `EvaluationConfig.http_port` the same process serves the leaderboard over H
 (`evaluator.leaderboard.app`: pages and JSON, /health), on the gRPC server's address.
 
 Bench files are named relative to the service's bench root (in Kubernetes the shared volume, which
-the result sink mounts at the same path); a name that leaves the root is refused. Every call needs an operator's
-or admin's bearer token (`services.access`): UNAUTHENTICATED / PERMISSION_DENIED before the request is read.
-Errors are kinds
+the result sink mounts at the same path); a name that leaves the root is refused (`cheems.formats.benchfile`).
+Every call needs an operator's or admin's bearer token (`services.access`): UNAUTHENTICATED / PERMISSION_DENIED
+before the request is read. Errors are kinds
 of `cheems.errors`, mapped to a status by `services.grpc_errors.abort`: INVALID_ARGUMENT for a bad
 request (the message names the field, or the file and line), NOT_FOUND for an unknown run,
 UNAVAILABLE when the broker does not take the score requests.
@@ -39,6 +39,7 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy.engine import Engine
 
 from cheems.errors import CheemsError
+from cheems.formats.benchfile import bench_file_under
 from cheems.v1 import evaluation_pb2, evaluation_pb2_grpc
 from evaluator.calibration import DEFAULT_BINS
 from evaluator.convert import semantics_from_proto
@@ -80,21 +81,11 @@ class EvaluationConfig:
 
 
 def resolve_bench(root: Path, names: Sequence[str]) -> list[Path]:
-    """Each name as a file under `root`; raises BadRequest naming `bench_files[i]`."""
+    """Each name as a file under `root` (`cheems.formats.benchfile.bench_file_under`); BadRequest naming
+    `bench_files[i]`."""
     if not names:
         raise BadRequest("bench_files: name at least one bench file")
-    base = root.resolve()
-    paths = []
-    for index, name in enumerate(names):
-        if "\x00" in name:  # no file has one; pathlib would raise ValueError
-            raise BadRequest(f"bench_files[{index}]: {name!r} is not a file name")
-        path = (base / name).resolve()
-        if not name or not path.is_relative_to(base):
-            raise BadRequest(f"bench_files[{index}]: {name!r} is not a file under the bench root")
-        if not path.is_file():
-            raise BadRequest(f"bench_files[{index}]: no file {name!r} under the bench root")
-        paths.append(path)
-    return paths
+    return [bench_file_under(root, name, f"bench_files[{i}]", BadRequest) for i, name in enumerate(names)]
 
 
 class EvaluationServicer(evaluation_pb2_grpc.EvaluationServiceServicer):

@@ -7,6 +7,7 @@ folder), each secret `secrets.token_urlsafe(32)` (256 bits):
 
     cheems.env       postgres-password, database-url (with that password), scorer-token, judge-api-key
     eval-worker.env  token (the eval worker's service account)
+    judge.env        token (the AI judge's service account)
 
 A file that exists is kept, so running it again changes nothing and the cluster's tokens stay; delete a file to
 rotate what it holds (then `kubectl apply -k` again and `cheems accounts reset` the service account).
@@ -35,10 +36,11 @@ def cheems_env(token: Callable[[], str]) -> dict[str, str]:
 
 
 def eval_worker_env(token: Callable[[], str]) -> dict[str, str]:
+    """A service account's Secret (the eval worker's, the judge's): its token."""
     return {"token": token()}
 
 
-FILES = {"cheems.env": cheems_env, "eval-worker.env": eval_worker_env}
+FILES = {"cheems.env": cheems_env, "eval-worker.env": eval_worker_env, "judge.env": eval_worker_env}
 
 
 def write(directory: Path = DIRECTORY, token: Callable[[], str] = lambda: secrets.token_urlsafe(32)) -> list[Path]:

@@ -1,7 +1,7 @@
 """Download the wheels Cheems needs on an offline CUDA host, on a machine that reaches a package index.
 
     make wheelhouse PYTHON_VERSION=3.12        # = python scripts/wheelhouse.py --python-version 3.12
-    # then copy the repository with wheelhouse/ to the host; there, with no network (README "On a GPU host
+    # then copy the repository with wheelhouse/ to the host; there, with no network (docs/gpu-host.md, "On a GPU host
     # with no network"), with the Python that holds torch:
     python3 -m pip install --no-index --find-links wheelhouse -e . grpcio-tools
     python3 -m cheems.protogen .

@@ -3,8 +3,10 @@
     except CheemsError as e:
         abort(context, e)   # status from STATUS, the message, and trailing metadata cheems-error-reason
     error_reason(rpc_error)   # on the client: that word ("" when the server sent none)
+    raise error_of(rpc_error, "annotation service") from None   # on the client: the kind the status stands for
 
-Clients decide on retries from the status and the `cheems-error-reason` word, never from message text.
+Clients decide on retries from the status and the `cheems-error-reason` word, never from message text. A client
+that reports a failed call as an error of the tree reads STATUS backwards (`error_of`): one map both ways.
 """
 
 from __future__ import annotations
@@ -49,3 +51,11 @@ def error_reason(error: grpc.RpcError) -> str:
         if key == REASON_KEY:
             return value.decode() if isinstance(value, bytes) else str(value)
     return ""
+
+
+def error_of(error: grpc.RpcError, service: str) -> errors.CheemsError:
+    """A failed call as the kind of `cheems.errors` its status stands for (STATUS read backwards; a status no kind
+    has, INTERNAL or UNKNOWN, is a plain CheemsError), the message naming `service`, the status and its details."""
+    code = error.code()
+    kind = next((k for k, c in STATUS if c == code), errors.CheemsError)
+    return kind(f"{service}: {code.name}: {error.details()}")

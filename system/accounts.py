@@ -5,8 +5,9 @@
 
 `cheems up` (and so `make demo`) gives every process the credential it needs this way, so everything works as it
 did before accounts existed: `operator` for people's commands beside it (`cheems` commands run from the same
-directory find its file), `eval-worker` (role scorer-client) for the score workers calling the scorer; the demo
-adds its simulated annotators. Running it again keeps the accounts and their files; a missing file gets a new
+directory find its file), `eval-worker` (role scorer-client) for the score workers calling the scorer, `judge`
+(role service) for the AI judge calling the annotation service, when one runs; the demo adds its simulated
+annotators. Running it again keeps the accounts and their files; a missing file gets a new
 token (the account's is reset to it: nothing old comes back).
 
 A revocation lasts: an account someone disabled, or whose token someone reset (its file no longer holds it),

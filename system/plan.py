@@ -11,12 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from cheems.roles import OPERATOR, SCORER_CLIENT
+from cheems.roles import OPERATOR, SCORER_CLIENT, SERVICE
 from services import hosting
 
 # the accounts every system on one machine has (system.accounts): {name: role}
 OPERATOR_ACCOUNT = "operator"  # people's commands beside `cheems up` (they find its token file)
 WORKER_ACCOUNT = "eval-worker"  # the score workers, calling the scorer: scoring is all they do
+JUDGE_ACCOUNT = "judge"  # the AI judge, calling the annotation service: its pair tasks (only with a judge)
 ACCOUNTS = {OPERATOR_ACCOUNT: OPERATOR, WORKER_ACCOUNT: SCORER_CLIENT}
 
 
@@ -30,8 +31,10 @@ class SystemConfig:
         registered (`cheems up` makes the tiny real-vocabulary RM there when it is missing).
     bench: CheemsBench files every new model is evaluated on (copied under data_dir/bench).
     The annotation service's Export writes named files in data_dir/exports (a name, never a caller's path).
-    judge_url / judge_model / judge_key_file: an OpenAI-compatible AI judge; empty = no judge worker.
-    ai_sources / human_sources: which samples (by their source) go to the AI judge and to human tasks.
+    judge_url / judge_model / judge_key_file: an OpenAI-compatible AI judge; empty = no judge worker (and no pair
+        tasks). The judge calls the annotation service with the token of its own account (`judge`, role service).
+    ai_sources / human_sources: which samples (by their source) the annotation service opens pair tasks (for the AI
+        judge) and triple tasks (for people) of.
     auto_after: train automatically once this many new rankings arrived since the last dataset (0 = off).
     promotion: what an evaluated model becomes: "auto" (the gate promotes or rejects it) or "manual".
     ports_from: first port of the block the processes listen on (each process has its own offset).
@@ -84,6 +87,11 @@ class SystemConfig:
     def accounts(self) -> Path:
         """Where the accounts' token files are (system.accounts)."""
         return self.data_dir / "accounts"
+
+    @property
+    def account_roles(self) -> dict[str, str]:
+        """The accounts this system runs with, {name: role} (system.accounts): ACCOUNTS, and the judge's."""
+        return {**ACCOUNTS, JUDGE_ACCOUNT: SERVICE} if self.judge_url else dict(ACCOUNTS)
 
     def token_file(self, account: str) -> Path:
         return self.accounts / f"{account}.token"
@@ -158,12 +166,13 @@ def plan(config: SystemConfig) -> list[Process]:
         _grpc("ingestion", ("service", "ingestion", *store_bus), p(hosting.INGESTION_PORT),
               _metrics(p(hosting.INGESTION_METRICS_PORT))),
         _grpc("annotation", ("service", "annotation", *store_bus, "--human-sources", config.human_sources,
+                             *(("--ai-sources", config.ai_sources or "*") if config.judge_url else ()),
                              "--http-port", str(p(hosting.ANNOTATION_HTTP_PORT)),
                              "--export-dir", str(config.data_dir / "exports")), p(hosting.ANNOTATION_PORT),
               metrics=p(hosting.ANNOTATION_HTTP_PORT)),
     ]  # fmt: skip
     if config.judge_url:
-        processes.append(_judge(config, store_bus))
+        processes.append(_judge(config))
     training = ["service", "training", *store_bus, "--data-dir", str(config.data_dir), "--model", str(config.model)]
     training += ["--recipe", config.training_recipe, "--dataset-recipe", config.dataset_recipe]
     training += ["--auto-after", str(config.auto_after), "--nproc", str(config.nproc)]
@@ -209,9 +218,16 @@ def _metrics_port(more: tuple[str, ...]) -> int:
     return int(more[more.index("--metrics-port") + 1]) if "--metrics-port" in more else 0
 
 
-def _judge(config: SystemConfig, store_bus: tuple[str, ...]) -> Process:
-    args = ("service", "judge", *store_bus, "--base-url", config.judge_url, "--model", config.judge_model)
-    args += ("--ai-sources", config.ai_sources or "*")
+def _judge(config: SystemConfig) -> Process:
+    """The AI judge: the annotation service's client as its own account; no store, no bus."""
+    args: tuple[str, ...] = (
+        "service",
+        "judge",
+        "--annotation-url",
+        f"127.0.0.1:{config.port(hosting.ANNOTATION_PORT)}",
+    )
+    args += ("--token-file", str(config.token_file(JUDGE_ACCOUNT)))
+    args += ("--base-url", config.judge_url, "--model", config.judge_model)
     if config.judge_key_file:
         args += ("--api-key-file", config.judge_key_file)
     if config.judge_both_orders:

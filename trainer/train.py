@@ -34,6 +34,9 @@ from cheems.packing import plan_rows
 from evaluator.evaluate import EvalOptions
 from evaluator.metrics import EvalResult
 from evaluator.report import to_json
+from trainer.adapters import qlora
+from trainer.adapters.export import export_lora
+from trainer.adapters.lora import attach
 from trainer.config import TrainConfig
 from trainer.data import Dataset, LengthPolicy, LengthStats, PromptGroup, read_groups, tokenize_groups
 from trainer.data.cache import CacheSpec, cached_dataset, default_root, files_digest
@@ -50,7 +53,7 @@ from trainer.steplog import StepLog, Totals
 from trainer.tracking.session import KEY, check_installed, start_tracking
 from trainer.weights import checkpoint
 from trainer.weights.export import export_model
-from trainer.weights.sharding import load_sharded, prepare
+from trainer.weights.sharding import load_sharded, loading, prepare
 
 log = logging.getLogger(__name__)
 
@@ -136,18 +139,18 @@ def load_data(config: TrainConfig, tokenizer: Any, world: World | None = None) -
 def load_for_training(config: TrainConfig, world: World) -> tuple[Any, Any, Any]:
     """(the model the loop runs: DDP-wrapped, FSDP-sharded or plain; the transformers model inside; its tokenizer).
     Under FSDP each rank builds the model on the meta device and reads only its shards (`trainer.weights.sharding`);
-    otherwise every rank loads the whole model and moves it to its device."""
+    otherwise every rank loads the whole model (QLoRA: its base in 4-bit) and moves it to its device; then
+    adapters (lora_rank: `trainer.adapters.lora`)."""
     if sharded(config, world):
         base, tokenizer = load_sharded(config, world)
         return base, base, tokenizer
-    base, tokenizer = load_model(
-        config.model,
-        trust_remote_code=config.trust_remote_code,
-        attn_implementation=config.attn_implementation,
-        device=str(world.device),
-        training=True,
-    )
-    base.to(world.device)
+    if config.load_in_4bit:
+        base, tokenizer = qlora.load_quantized(config, world)
+    else:
+        base, tokenizer = load_model(config.model, **loading(config, world))
+        base.to(world.device)
+    if config.adapters:
+        attach(base, config)
     return wrap(base, config, world), base, tokenizer
 
 
@@ -165,9 +168,11 @@ def wrap(base: Any, config: TrainConfig, world: World) -> Any:
 
 
 def make_optimizer(model: Any, config: TrainConfig, world: World) -> torch.optim.Optimizer:
-    """AdamW; fused (one kernel for every parameter) on CUDA."""
+    """AdamW over the trainable parameters (with adapters: theirs and the head's); fused (one kernel for every
+    parameter) on CUDA."""
     fused = world.device.type == "cuda" and not config.cpu_offload  # offloaded: the step runs on the CPU
-    return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=fused)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(trainable, lr=config.learning_rate, weight_decay=config.weight_decay, fused=fused)
 
 
 def sync_gradients(model: Any, sync: bool) -> contextlib.AbstractContextManager[Any]:
@@ -246,6 +251,7 @@ def train(config: TrainConfig) -> TrainResult:
 
 def _train(config: TrainConfig, world: World) -> TrainResult:
     startup = Startup()
+    qlora.check(config, world.device)  # QLoRA where it cannot run is refused before anything loads
     torch.manual_seed(config.seed)
     memory = check_memory(config, world.size, world.device)  # a run that cannot fit the GPU is refused before loading
     check_installed(config.report_to)  # and one whose report_to names a package not installed here
@@ -319,17 +325,8 @@ def _train(config: TrainConfig, world: World) -> TrainResult:
                 tracking.log(records)
             if save:
                 position = {"step": step, "epoch": epoch, "batch": next_batch, "batching": plan.signature}
-                checkpoint.save(
-                    checkpoint.checkpoint_dir(out, step),
-                    model,
-                    base,
-                    tokenizer,
-                    optimizer,
-                    scheduler,
-                    position,
-                    world,
-                    sharded(config, world),
-                )
+                saved = (model, base, tokenizer, optimizer, scheduler, position, world, sharded(config, world))
+                checkpoint.save(checkpoint.checkpoint_dir(out, step), *saved)
     model_dir = None if interrupted else export_final(config, base, tokenizer, data, result, step, world, tracking.ids)
     if world.is_main:
         overall = result.overall if result else None
@@ -356,12 +353,16 @@ def export_final(
         metadata = {
             "data_sha256": files_digest(config.train_files),
             "config": config.to_dict(),
+            "learning_rate": config.learning_rate,  # lr as the run resolved it (0 = the mode's default)
             "steps": steps,
             "length_stats": vars(data.stats),
             "final_eval": to_json(result) if result else None,
             "tracking": tracking or {},  # the runs that reported its training (trainer.tracking)
         }
-    return export_model(base, tokenizer, Path(config.out_dir) / "model", metadata, world, config.export_shard_bytes)
+    out = Path(config.out_dir)
+    if config.adapters:  # the adapters merged in, and the adapter itself in OUT/adapter (trainer.adapters.export)
+        return export_lora(base, tokenizer, out, metadata, world, config.export_shard_bytes, config.model)
+    return export_model(base, tokenizer, out / "model", metadata, world, config.export_shard_bytes)
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, bool]:

@@ -17,8 +17,8 @@ def add_vllm_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--vllm-memory-fraction",
         type=float,
-        help="vLLM's share of the GPU's memory, or on the CPU of the NUMA node's (default 0.15 on the CPU, 0.5 on "
-        "CUDA: the torch backend's scorer holds the card too)",
+        help="vLLM's share of the GPU's memory, or on the CPU the share of the host's free memory, less the weights, "
+        "its KV caches take (default 0.15 on the CPU, 0.5 on CUDA: the torch backend's scorer holds the card too)",
     )
     parser.add_argument(
         "--vllm-quick-start", action="store_true", help="vLLM without compiling or CUDA graphs: ready sooner, slower"

@@ -15,6 +15,7 @@ Sockets of other network namespaces are not seen. Ground floor: imports nothing 
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterable
 
@@ -97,16 +98,21 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def free_block(size: int = 100, first: int = 21000) -> int:
-    """The first port of `size` free ports of 127.0.0.1 in a row, from `first` on."""
-    for start in range(first, 60000, size):
+def free_block(size: int = 100, first: int = 21000, last: int = 60000) -> int:
+    """The first port of `size` free ports of 127.0.0.1 in a row, in [first, last): blocks scanned from one chosen by
+    this process's pid, wrapping around, so that processes looking at once (tests on parallel workers, two systems
+    started together) start apart. A block free now can still be taken before it is bound, by a process that does
+    not look; two that look collide only where both pids pick the same block and it is the first free."""
+    blocks = list(range(first, last - size + 1, size))
+    start = os.getpid() % len(blocks) if blocks else 0
+    for base in blocks[start:] + blocks[:start]:
         held: list[socket.socket] = []
         try:
-            for port in range(start, start + size):
+            for port in range(base, base + size):
                 s = socket.socket()
                 held.append(s)
                 s.bind(("127.0.0.1", port))
-            return start
+            return base
         except OSError:
             continue
         finally:

@@ -4,13 +4,15 @@
     evaluator = ModelEvaluator("localhost:9092", engine, publisher, config)
     evaluator.consumer.poll_once()   # or: cheems service evaluation --evaluate-models open.jsonl ... (a thread there)
 
-For each ModelEvent it starts a run of that model (`evaluator.pipeline.runs.start_run(..., model_id=...)`) on
-the configured bench files and scorer; the score workers and the result sink do the rest, and the
-result is stored per model (eval_runs.model_id) and published on cheems.eval-results.v1. One run per
-model: a redelivered event finds the model's run in the store and starts nothing. A run that cannot
-start (a bench file broken since the service started, a broker that refuses the score requests) is
-recorded failed with the reason (its EvalResultEvent queued in the outbox with it, published by the result
-sink's relay), so the model's evaluation shows why it is missing, and the consumer goes on.
+For each ModelEvent of a model the registry holds it starts a run of that model
+(`evaluator.pipeline.runs.start_run(..., model_id=...)`) on the configured bench files and scorer; the score
+workers and the result sink do the rest, and the result is stored per model (eval_runs.model_id) and published on
+cheems.eval-results.v1. One run per model: a redelivered event finds the model's run in the store and starts
+nothing. A run that cannot start (a bench file broken since the service started, a broker that refuses the score
+requests) is recorded failed with the reason (its EvalResultEvent queued in the outbox with it, published by the
+result sink's relay), so the model's evaluation shows why it is missing, and the consumer goes on. An event naming
+a model the registry does not hold (forged, or of another store) is logged and starts nothing: the event is only a
+hint, the registry says what exists (as the scorer's `--follow` does).
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ from sqlalchemy.engine import Engine
 
 from cheems.errors import CheemsError
 from evaluator.evaluate import DEFAULT_OPTIONS, BenchCache, EvalOptions
-from evaluator.pipeline.runs import fail_in, start_run
+from evaluator.pipeline.runs import fail_in, require_model, start_run
 from services.bus import topics
 from services.bus.client import EventConsumer, Publisher
 from services.store import repository
 from services.store.db import session_scope
+from services.store.errors import InvalidRecord, UnknownModel
 
 log = logging.getLogger(__name__)
 MODEL_EVALUATOR_GROUP = "cheems-model-evaluator"
@@ -76,6 +79,11 @@ class ModelEvaluator:
             log.warning("ignoring a model event without a model id (key %r)", key)
             return
         if event.change.action not in ("", "registered"):  # a lifecycle step of a model known already
+            return
+        try:
+            require_model(self.engine, model_id)
+        except (UnknownModel, InvalidRecord):  # not registered, or an id no model could have
+            log.warning("model event names %r, which the registry does not hold: no run started", model_id)
             return
         self.evaluate(model_id)
 

@@ -1,4 +1,5 @@
-"""Sample intake: cheems.samples.v1 -> triple-wise tasks for people, for each prompt whose source matches.
+"""Sample intake: cheems.samples.v1 -> triple-wise tasks for people and pair tasks for the AI judge, for each prompt
+whose source matches (`human_sources`, `ai_sources`).
 
 Runs in `cheems service annotation --bootstrap HOST:9092` beside the gRPC server, in a thread whose
 heartbeat drives the process's liveness. Consumer group "cheems-annotation": offsets are committed
@@ -8,7 +9,10 @@ the event (its id is its content hash: the prompt ingestion stored elsewhere). A
 refuses (no prompt text, a response key reused with other content) is logged and skipped; a store
 that cannot be reached stops the loop, and the process exits to be restarted.
 
-    intake = SampleIntake("localhost:9092", service, IntakeConfig(human_sources=("open*",)))
+The judge (`judge.worker`) finds the pair tasks through the service's ListTasks, as its own service account: this
+intake is the only consumer of samples that opens tasks, so the judge needs neither the database nor Kafka.
+
+    intake = SampleIntake("localhost:9092", service, IntakeConfig(human_sources=("open*",), ai_sources=("gpt*",)))
     intake.consumer.poll_once()                       # or IntakeLoop(intake, ...).start()
 """
 
@@ -60,10 +64,13 @@ def take_sample(service: AnnotationService, sample: common_pb2.Sample, group_siz
 @dataclass(frozen=True)
 class IntakeConfig:
     """human_sources: fnmatch patterns of `Sample.source` whose prompts people annotate (default: every one);
-    stale_after: seconds without a poll before liveness turns NOT_SERVING; group: the consumer group;
-    delay: seconds to pause after each sample (tests stop a process mid-stream with it)."""
+    ai_sources: those whose prompts the AI judge annotates, pair by pair (default: none; set it where a judge runs,
+    as an open pair keeps its prompt from resolving); stale_after: seconds without a poll before liveness turns
+    NOT_SERVING; group: the consumer group; delay: seconds to pause after each sample (tests stop a process
+    mid-stream with it)."""
 
     human_sources: tuple[str, ...] = ("*",)
+    ai_sources: tuple[str, ...] = ()
     stale_after: float = 600.0
     group: str = INTAKE_GROUP
     delay: float = 0.0
@@ -71,12 +78,14 @@ class IntakeConfig:
     def __post_init__(self) -> None:
         if not self.human_sources or not all(p.strip() for p in self.human_sources):
             raise ValueError(f"IntakeConfig.human_sources: expected non-empty patterns, got {self.human_sources!r}")
+        if not all(p.strip() for p in self.ai_sources):
+            raise ValueError(f"IntakeConfig.ai_sources: expected non-empty patterns, got {self.ai_sources!r}")
         if self.stale_after <= 0:
             raise ValueError(f"IntakeConfig.stale_after must be > 0, got {self.stale_after}")
 
 
 class SampleIntake:
-    """Consumes samples into triple-wise tasks; counts what it took and skipped."""
+    """Consumes samples into triple-wise and pair tasks; counts what it took and skipped."""
 
     def __init__(self, bootstrap: str, service: AnnotationService, config: IntakeConfig = IntakeConfig()) -> None:
         self.service, self.config = service, config
@@ -84,14 +93,16 @@ class SampleIntake:
         self.consumer = EventConsumer(bootstrap, [topics.SAMPLES], config.group, self.handle)
 
     def handle(self, topic: str, key: str, event: Any) -> None:
-        sample = event.sample
-        if not matches(sample.source, self.config.human_sources):
-            self.skipped += 1
-            return
-        if take_sample(self.service, sample, 3) is None:
-            self.skipped += 1
-        else:
+        sample, sizes = event.sample, []
+        if matches(sample.source, self.config.human_sources):
+            sizes.append(3)
+        if matches(sample.source, self.config.ai_sources):
+            sizes.append(2)
+        taken = [take_sample(self.service, sample, size) is not None for size in sizes]
+        if taken and all(taken):
             self.taken += 1
+        else:
+            self.skipped += 1
         if self.config.delay:
             time.sleep(self.config.delay)
 

@@ -6,18 +6,24 @@ Bad input gets a status and stores nothing: unknown prompt, task or annotation -
 ids, a malformed order or verdict, a ListTasks limit outside 1..1000 or annotator name over 128 characters, an
 Export `name` that is not a plain file name (or any `path`: Export writes only in its export folder)
 -> INVALID_ARGUMENT; a closed task, or an annotation id reused with other content -> FAILED_PRECONDITION.
-ListTasks with an annotator offers none of a prompt they annotated or hold a task of (an empty list when
-only such tasks are open): a prompt's triples go to different people. An annotator's own ListTasks assigns
-them what it lists (`submission`: the claim rule), and a human SubmitAnnotation must name such a task, once:
-no task_id INVALID_ARGUMENT, another's PERMISSION_DENIED, one annotated already ALREADY_EXISTS.
+ListTasks with an annotator offers only tasks they may take (none of a prompt they did their share of: an empty
+list when only such tasks are open). A person's own ListTasks is the queue (`AnnotationService.assign`, under its
+`QueueConfig`): what they hold, topped up to max_held (5), `limit` narrowing it; listing renews no lease. A human
+SubmitAnnotation must name such a task, once (`submission`: the claim rule): no task_id INVALID_ARGUMENT, another's
+PERMISSION_DENIED, one annotated already ALREADY_EXISTS, one taken by someone else after its lease ran out
+FAILED_PRECONDITION.
 ReassignTask and VoidAnnotation (operator or admin) correct annotation work, recorded with the caller's actor.
+An AI annotation (a service account's) names an open pair task: none INVALID_ARGUMENT, a triple PERMISSION_DENIED
+(`kinds`); CloseTask (service accounts only) closes a pair the judge could not decide, never a triple.
 
 Every call names an account (`services.access`; roles in `cheems.roles`): UNAUTHENTICATED without a valid token,
 PERMISSION_DENIED for a role that may not call the method, before the request is read. An annotation is stored
-under the account that sends it (`submission.attribute`): naming another annotator is PERMISSION_DENIED, and an
-annotator's ListTasks lists their own tasks.
+under the account that sends it, as the kind of its role (`submission.attribute`): naming another annotator or
+the other kind is PERMISSION_DENIED, and an annotator's ListTasks lists their own tasks.
 
     grpc_host = host(engine, HostConfig(port=0), AccountBook(engine)).start()   # grpc_host.port
+    service = AnnotationService(engine, queue=QueueConfig(people_per_prompt=8))   # a team of 8 finishes prompts
+    grpc_host = servicer_host(service, HostConfig(port=0), AccountBook(engine)).start()
     serve("sqlite:///cheems.db", HostConfig(port=50053), bootstrap="localhost:9092")   # until SIGTERM
 """
 
@@ -25,7 +31,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import grpc
@@ -36,7 +41,7 @@ from cheems.credentials import hide_password
 from cheems.errors import PermissionDenied
 from cheems.v1 import annotation_pb2, annotation_pb2_grpc, common_pb2
 from services.access import Authenticate, Guard, caller
-from services.annotation.config import TaskConfig
+from services.annotation.config import QueueConfig, TaskConfig
 from services.annotation.events import BrokerUnavailable
 from services.annotation.exports import ExportConfig
 from services.annotation.intake import IntakeConfig, IntakeLoop, SampleIntake
@@ -44,7 +49,7 @@ from services.annotation.metrics import annotation_metrics
 from services.annotation.service import AnnotationService, OpenTask
 from services.annotation.submission import Submission, assigns, attribute, listed_for, submit
 from services.annotation.web.app import create_app
-from services.annotation.web.workbench import Workbench, WorkbenchConfig
+from services.annotation.web.workbench import Workbench
 from services.bus.client import Publisher
 from services.bus.relay import RelayConfig
 from services.grpc_errors import abort
@@ -58,8 +63,7 @@ from services.web import HttpServer
 
 log = logging.getLogger(__name__)
 KINDS = {annotation_pb2.ANNOTATOR_KIND_HUMAN: "human", annotation_pb2.ANNOTATOR_KIND_AI: "ai"}
-DEFAULT_LISTED = 100  # ListTasks' limit when the request gives none
-LEASE = timedelta(seconds=WorkbenchConfig.lease_seconds)  # an assigned task idle this long may go to another
+DEFAULT_LISTED = 100  # ListTasks' limit when the request gives none (a person's is max_held at most)
 
 
 def result_of(annotation: annotation_pb2.Annotation) -> dict[str, Any]:
@@ -80,8 +84,8 @@ def result_of(annotation: annotation_pb2.Annotation) -> dict[str, Any]:
 
 
 class AnnotationServicer(annotation_pb2_grpc.AnnotationServiceServicer):
-    def __init__(self, service: AnnotationService, lease: timedelta = LEASE) -> None:
-        self.service, self.lease = service, lease
+    def __init__(self, service: AnnotationService) -> None:
+        self.service = service
 
     def _run(self, context: grpc.ServicerContext, work: Any) -> Any:
         try:
@@ -103,17 +107,24 @@ class AnnotationServicer(annotation_pb2_grpc.AnnotationServiceServicer):
 
     def SubmitAnnotation(self, request: Any, context: grpc.ServicerContext) -> Any:
         def work() -> Any:
-            kind = KINDS.get(request.kind, "")
+            annotator, kind = attribute(caller(), request.annotator, KINDS.get(request.kind, ""))
             submission = Submission(
                 request.annotation_id,
                 request.prompt_id,
-                attribute(caller(), request.annotator, kind),
+                annotator,
                 kind,
                 result_of(request),
                 list(request.discarded),
                 request.task_id or None,
             )
             return annotation_pb2.SubmitAnnotationResponse(created=submit(self.service, submission))
+
+        return self._run(context, work)
+
+    def CloseTask(self, request: Any, context: grpc.ServicerContext) -> Any:
+        def work() -> Any:
+            closed = self.service.close_task(request.task_id, request.reason, caller().actor)
+            return annotation_pb2.CloseTaskResponse(closed=closed)
 
         return self._run(context, work)
 
@@ -143,10 +154,9 @@ class AnnotationServicer(annotation_pb2_grpc.AnnotationServiceServicer):
             limit = request.limit or DEFAULT_LISTED
             who = caller()
             annotator = listed_for(who, request.annotator)  # given: only tasks of prompts independent of them
-            if assigns(who, annotator):  # a person's own listing: their tasks, new ones assigned to them now
+            if assigns(who, annotator):  # a person's own listing: what they hold, topped up to max_held
                 assert annotator is not None
-                args = (annotator, self.lease, request.prompt_id or None, request.group_size, limit)
-                tasks = self.service.assign(*args)
+                tasks = self.service.assign(annotator, request.prompt_id or None, request.group_size, limit)
             else:
                 tasks = self.service.open_tasks(request.prompt_id or None, request.group_size, limit, None, annotator)
             return annotation_pb2.ListTasksResponse(tasks=[open_task_message(t) for t in tasks])
@@ -204,17 +214,16 @@ def host(
     authenticate: Authenticate,
     publisher: Publisher | None = None,
     exports: ExportConfig | None = None,
+    queue: QueueConfig | None = None,
 ) -> GrpcHost:
     """The servicer on a GrpcHost (health, reflection), serving as soon as it is started; `authenticate`: the
     accounts callers' tokens are checked against; `publisher`: announce annotations and rankings (see
-    `AnnotationService`); `exports`: the folder Export writes in."""
-    return servicer_host(AnnotationService(engine, publisher, exports=exports), config, authenticate)
+    `AnnotationService`); `exports`: the folder Export writes in; `queue`: how work is handed out."""
+    return servicer_host(AnnotationService(engine, publisher, exports=exports, queue=queue), config, authenticate)
 
 
-def servicer_host(
-    service: AnnotationService, config: HostConfig, authenticate: Authenticate, lease: timedelta = LEASE
-) -> GrpcHost:
-    servicer = AnnotationServicer(service, lease)
+def servicer_host(service: AnnotationService, config: HostConfig, authenticate: Authenticate) -> GrpcHost:
+    servicer = AnnotationServicer(service)
     descriptor = annotation_pb2.DESCRIPTOR.services_by_name["AnnotationService"]
     # requests parsed by checked_handler: bytes gRPC cannot parse (invalid UTF-8) are INVALID_ARGUMENT, not INTERNAL
     grpc_host = GrpcHost(
@@ -235,18 +244,20 @@ def serve(
     bootstrap: str = "",
     intake: IntakeConfig | None = None,
     http_port: int = -1,
-    web: WorkbenchConfig | None = None,
+    queue: QueueConfig | None = None,
     tasks: TaskConfig | None = None,
     exports: ExportConfig | None = None,
 ) -> None:
     """`cheems service annotation`: expects a migrated database (`cheems db upgrade`), runs until SIGTERM.
 
     With `bootstrap`, annotations and rankings are announced on Kafka and the sample intake opens
-    triple-wise tasks for new prompts (a thread; liveness follows its heartbeat). If the intake dies
+    triple-wise tasks for new prompts, and pair tasks for the AI judge of those from `intake.ai_sources` (a thread;
+    liveness follows its heartbeat). If the intake dies
     the process stops with BrokerUnavailable, to be restarted. With `http_port` >= 0 (0 = any free port)
     the annotator's page is served over HTTP on config.host (`web.app`), submitting through the same
-    service. `tasks`: the rule filter's thresholds and the share of triples annotated twice; `exports`: the folder
-    Export writes its named files in.
+    service. `queue`: how tasks are handed out, to ListTasks and the page alike (`QueueConfig`: max held, lease,
+    people per prompt); `tasks`: the rule filter's thresholds and the share of triples annotated twice; `exports`:
+    the folder Export writes its named files in.
     `on_ready(grpc port, http port or None)` runs once the servers listen.
     """
     from services.store.accounts import AccountBook
@@ -255,15 +266,14 @@ def serve(
     engine, intake, relay = create_engine_for(StoreConfig(db)), intake or IntakeConfig(), RelayConfig()
     try:
         publisher = Publisher(bootstrap, max_block_ms=int(relay.ack_timeout * 1000)) if bootstrap else None
-        service = AnnotationService(engine, publisher, relay, tasks, exports)
+        service = AnnotationService(engine, publisher, relay, tasks, exports, queue)
         samples = SampleIntake(bootstrap, service, intake) if bootstrap else None
     except KafkaError as e:
         raise BrokerUnavailable(f"cannot reach the broker at {hide_password(bootstrap)}: {e!r}") from None
-    lease = timedelta(seconds=(web or WorkbenchConfig()).lease_seconds)  # the page's and ListTasks' alike
-    grpc_host = servicer_host(service, config, AccountBook(engine), lease).start()
+    grpc_host = servicer_host(service, config, AccountBook(engine)).start()
     http = None
     if http_port >= 0:
-        http = HttpServer(create_app(Workbench(service, web), grpc_host.registry), config.host, http_port).start()
+        http = HttpServer(create_app(Workbench(service), grpc_host.registry), config.host, http_port).start()
     loop = None
     if samples is not None:
         heartbeat = Heartbeat(grpc_host, intake.stale_after, readiness=False)

@@ -5,8 +5,9 @@ decodes requests, calls these methods and maps errors to statuses. A submit that
 open task of its prompt resolves the prompt (Algorithm 1) in the same transaction, so a prompt whose
 tasks are all done always has its ranking.
 
-A human annotation names a task assigned to its annotator, once (`services.store.assignments`: the claim rule
-both adapters share); resolution counts a discarded response as its annotator's vote (`algorithm.discards`) and
+A human annotation names a triple assigned to its annotator, once (`services.store.assignments`: the claim rule
+both adapters share), handed out by one rule (`assign`, under `config.QueueConfig`); an AI annotation names an open
+pair task (`kinds`); resolution counts a discarded response as its annotator's vote (`algorithm.discards`) and
 leaves voided annotations out. An operator's `reassign` and `void` are recorded with their actor and reason.
 
 Given a Publisher, every stored change is announced at-least-once (`events.py`, through the store's
@@ -16,7 +17,7 @@ cheems.annotations.v1, each stored ranking on cheems.rankings.v1, keyed by promp
     service = AnnotationService(engine, Publisher("localhost:9092"))
     [(task_id, keys), *_] = service.create_tasks(prompt_id)          # triples of the responses the rule filter
                                                                      # keeps (and copies: `config.TaskConfig`)
-    [task, *_] = service.assign("张三", timedelta(minutes=30))   # 张三's tasks (their ListTasks), one per prompt
+    [task, *_] = service.assign("张三")             # 张三's tasks (their ListTasks): held, topped up to max_held
     service.submit("a1", prompt_id, "张三", "human", {"order": [["r1"], ["r2", "r3"]]}, [], task.task_id)
     service.void("a1", "person:ops", "random orders")             # resolved again without it
     service.close()                                                  # stops the event relay
@@ -28,7 +29,7 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -46,19 +47,22 @@ from services.annotation.algorithm.filters import FilterConfig
 from services.annotation.algorithm.filters import reason as filter_reason
 from services.annotation.algorithm.protocol import triple_tasks
 from services.annotation.algorithm.resolve import Resolution, resolve
-from services.annotation.config import TaskConfig
+from services.annotation.config import QueueConfig, TaskConfig
 from services.annotation.events import annotation_event, queue, ranking_event
 from services.annotation.exports import ExportConfig, export_path
 from services.annotation.files.annotations import relations_of
+from services.annotation.kinds import check_task, pair_task
 from services.bus import topics
 from services.bus.client import Publisher
 from services.bus.relay import EventRelay, RelayConfig
 from services.store import repository
-from services.store.assignments import assign_listed, check_assigned, reassign, void
+from services.store import validate as v
+from services.store.annotators import assign
+from services.store.assignments import reassign, void
 from services.store.db import session_scope
-from services.store.errors import InvalidRecord, UnknownPrompt, UnknownTask
+from services.store.errors import InvalidRecord, UnknownPrompt
 from services.store.filtered import keep_passing
-from services.store.models import Annotation, AnnotationTask, Prompt, Ranking, utcnow
+from services.store.models import Annotation, Prompt, Ranking, utcnow
 from services.store.outbox import StoreOutbox
 from services.store.tasks import QueuedTask, lock_prompt, open_count, open_tasks
 
@@ -111,7 +115,8 @@ def known_keys(session: Session, prompt_id: str) -> set[str]:
 class AnnotationService:
     """`publisher`: announce stored changes (an `EventRelay` thread publishes them; `close()` stops it);
     `tasks`: how tasks are made: the rule filter first, then the share of triples doubled (`config.TaskConfig`);
-    `exports`: the folder `export` writes its files in, each by name (`exports.ExportConfig`)."""
+    `exports`: the folder `export` writes its files in, each by name (`exports.ExportConfig`); `queue`: how work is
+    handed out (`config.QueueConfig`)."""
 
     def __init__(
         self,
@@ -120,8 +125,9 @@ class AnnotationService:
         relay: RelayConfig | None = None,
         tasks: TaskConfig | None = None,
         exports: ExportConfig | None = None,
+        queue: QueueConfig | None = None,
     ) -> None:
-        self.engine, self.tasks = engine, tasks or TaskConfig()
+        self.engine, self.tasks, self.queue = engine, tasks or TaskConfig(), queue or QueueConfig()
         self.exports = exports or ExportConfig()
         self.stored = dict.fromkeys(("human", "ai"), 0)  # annotations stored by this process, by kind (/metrics)
         self.relay: EventRelay | None = None
@@ -167,9 +173,9 @@ class AnnotationService:
         """Store a human or AI annotation (idempotent on annotation_id) and close its task; the prompt's last
         open task closed resolves the prompt. A replay (the same annotation again) changes and announces nothing.
 
-        A human annotation names a task assigned to `annotator`, once per task (`assignments.check_assigned`: no
-        task_id InvalidRecord, an unknown one UnknownTask, another's NotAssigned or StaleTask, one annotated
-        already TaskAnnotated); an AI annotation may name a task or none."""
+        Each kind closes its own kind of task (`kinds.check_task`): a human annotation a triple assigned to
+        `annotator`, once (no task_id InvalidRecord, an unknown one UnknownTask, another's NotAssigned or StaleTask,
+        one annotated already TaskAnnotated); an AI annotation an open pair task (a triple is OtherKindsTask)."""
         with session_scope(self.engine) as session:
             lock_prompt(session, prompt_id)
             keys = known_keys(session, prompt_id)
@@ -177,8 +183,8 @@ class AnnotationService:
                 relations_of(result, keys, "request", 0, "annotation")
             except FormatError as e:
                 raise InvalidRecord(e.message) from None
-            if kind == "human" and session.get(Annotation, annotation_id) is None:  # a replay is answered below
-                check_assigned(session, task_id, prompt_id, annotator)
+            if session.get(Annotation, annotation_id) is None:  # a replay is answered below
+                check_task(session, kind, task_id, prompt_id, annotator)
             created = repository.add_annotation(
                 session, annotation_id, prompt_id, annotator, kind, result, discarded, task_id
             )
@@ -192,17 +198,18 @@ class AnnotationService:
             self._kick()
         return created
 
-    def close_task(self, task_id: str, reason: str) -> bool:
-        """Close a task without an annotation (an AI judge that could not decide); False if it was closed.
-        The prompt's last open task closed resolves the prompt, as a submit does."""
+    def close_task(self, task_id: str, reason: str, actor: str = "") -> bool:
+        """Close a pair task without an annotation (an AI judge that could not decide, `actor`, for `reason`);
+        False if it was closed. Only a pair (`kinds.pair_task`: a triple is OtherKindsTask). The prompt's last
+        open task closed resolves the prompt, as a submit does."""
+        if not reason.strip():
+            raise InvalidRecord("reason: required, why the pair is closed without a verdict")
         with session_scope(self.engine) as session:
-            task = session.get(AnnotationTask, task_id)
-            if task is None:
-                raise UnknownTask(f"no task {task_id!r}")
+            task = pair_task(session, task_id)
             lock_prompt(session, task.prompt_id)
             closed = task.status == "open" and self._close(session, task.prompt_id, task_id)
         if closed:
-            log.info("task %s closed without an annotation: %s", task_id, reason)
+            log.info("task %s closed without an annotation by %s: %s", task_id, actor or "this process", reason)
             self._kick()
         return closed
 
@@ -217,32 +224,35 @@ class AnnotationService:
     def assign(
         self,
         annotator: str,
-        lease: timedelta,
         prompt_id: str | None = None,
         group_size: int = 0,
         limit: int = 100,
+        opening: bool = False,
+        now: datetime | None = None,
     ) -> list[OpenTask]:
-        """The open tasks assigned to `annotator` (an account), new ones assigned now, at most one per prompt
-        (`assignments.assign_listed`): what an annotator's own ListTasks answers, as the page's next task does."""
-        kind = self._kind(group_size, limit)
+        """The open tasks `annotator` (an account) holds, topped up to `queue.max_held` (`annotators.assign`):
+        what their own ListTasks answers (group_size 0 or 3: triples, a person's tasks; 2, the AI judge's pairs, is
+        InvalidRecord), and, with limit 1 and `opening`, the page's next task (opened: its lease starts again)."""
+        if (kind := self._kind(group_size, limit) or "triple") != "triple":
+            raise InvalidRecord("group_size: a person is given triples (0 or 3); pairs (2) are the AI judge's")
         with session_scope(self.engine) as session:
             if prompt_id is not None:
                 lock_prompt(session, prompt_id)
-            queued = assign_listed(session, annotator, utcnow(), lease, prompt_id, kind, limit)
+            queued = assign(session, annotator, now or utcnow(), self.queue, kind, prompt_id, limit, opening)
             return [open_task_of(q) for q in queued]
 
     def reassign(self, task_id: str, annotator: str, actor: str, reason: str) -> str | None:
         """Give an open task to `annotator`, recorded with `actor` and `reason`; returns its holder before."""
         with session_scope(self.engine) as session:
-            return reassign(session, task_id, annotator, utcnow(), actor, reason)
+            return reassign(session, task_id, annotator, utcnow(), actor, reason, self.queue)
 
     def void(self, annotation_id: str, actor: str, reason: str) -> tuple[str, bool]:
         """Void an annotation (`assignments.void`), recorded with `actor` and `reason`, and resolve its prompt
-        again without it; returns (prompt id, False if it was void already)."""
+        again without it, under the prompt's lock (taken first, as a submit does); returns (prompt id, False if it
+        was void already)."""
         with session_scope(self.engine) as session:
             prompt_id, voided = void(session, annotation_id, utcnow(), actor, reason)
             if voided:
-                lock_prompt(session, prompt_id)
                 self._resolve(session, prompt_id)
         self._kick()
         return prompt_id, voided
@@ -256,10 +266,10 @@ class AnnotationService:
         annotator: str | None = None,
     ) -> list[OpenTask]:
         """Open tasks, oldest first: one prompt's or all, triples (3), pairs (2) or both (0), at most `limit`;
-        with `annotator`, none of a prompt they annotated or hold a task of (independent annotators)."""
+        with `annotator`, only tasks they may take (none of a prompt they did their share of: `QueueConfig`)."""
         kind = self._kind(group_size, limit)
         with session_scope(self.engine) as session:
-            queued = open_tasks(session, prompt_id, kind, limit, created_before, annotator)
+            queued = open_tasks(session, prompt_id, kind, limit, created_before, annotator, self.queue)
             return [open_task_of(q) for q in queued]
 
     @staticmethod
@@ -346,7 +356,7 @@ def _create_tasks(session: Session, prompt_id: str, group_size: int, config: Tas
 
 def _passing(session: Session, prompt_id: str, rule_filter: FilterConfig | None) -> list[str]:
     """The keys of the prompt's responses the rule filter keeps (all of them with no filter), verdicts stored."""
-    prompt = session.get(Prompt, prompt_id)
+    prompt = session.get(Prompt, v.key("prompt_id", prompt_id))
     if prompt is None:
         raise UnknownPrompt(f"unknown prompt {prompt_id!r}")
     categories = list(prompt.category or [])

@@ -7,10 +7,11 @@ The checks here plus `AnnotationService.submit` (the store's validation, one tra
 resolution when the prompt's last task closes) are the whole path; the adapters only decode into a
 `Submission` and map errors to their status. A replay of a stored annotation returns False and stores nothing.
 
-Who annotated is the account that sends it, never a name in the request (`attribute`): a person submits human
-annotations in their own name (an empty `annotator` names them); a service account (an AI judge) submits AI
-annotations under its own account name (an empty `annotator`, or its own name; naming anyone else is
-PermissionDenied); anything else is PermissionDenied.
+Who annotated is the account that sends it, never a name in the request, and so is the kind (`attribute`): a
+person submits human annotations in their own name (an empty `annotator` names them); a service account (an AI
+judge) submits AI annotations under its own account name (an empty `annotator`, or its own name); naming anyone
+else, or the other kind, is PermissionDenied (`kinds.kind_for`). Each kind closes only its own kind of task
+(`kinds.check_task`): a person's a triple they hold, a service's an open pair.
 
 The claim rule, the same for gRPC and the page (`services.store.assignments`): a human annotation names a
 `task_id` assigned to its annotator (their ListTasks or the page assigns tasks; an operator or admin may reassign
@@ -26,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cheems.errors import PermissionDenied
-from cheems.roles import ANNOTATE, ANNOTATOR, SERVICE, Caller
+from cheems.roles import ANNOTATE, ANNOTATOR, Caller
+from services.annotation.kinds import kind_for
 from services.annotation.service import AnnotationService
 from services.store.errors import InvalidRecord
 
@@ -62,31 +64,21 @@ def submit(service: AnnotationService, submission: Submission) -> bool:
     )
 
 
-def attribute(who: Caller, annotator: str, kind: str) -> str:
-    """The annotator an annotation of `kind` sent by `who` is stored under: always `who.name`; PermissionDenied when
-    the request names someone else, a human annotation comes from a service, or an AI one from a person."""
-    if kind not in KINDS:  # refused by `submit` as the malformed request it is
-        return annotator or who.name
-    if who.role == SERVICE:
-        if kind != "ai":
-            raise PermissionDenied(
-                f"{who.name} is a service account: it submits AI annotations (kind ANNOTATOR_KIND_AI) in its name; "
-                "human annotations come from the annotators' own accounts"
-            )
-        if annotator and annotator != who.name:
+def attribute(who: Caller, annotator: str, kind: str) -> tuple[str, str]:
+    """(annotator, kind) of an annotation sent by `who`: always `who.name`, and the kind of their role
+    (`kinds.kind_for`: "" takes it); PermissionDenied when the request names someone else or the other kind."""
+    own = kind_for(who, kind)
+    if annotator and annotator != who.name:
+        if own == "ai":
             raise PermissionDenied(
                 f"{who.name} may not submit an annotation in the name of {annotator!r}: an AI annotation carries "
                 "the judge account's own name (leave annotator empty)"
             )
-        return who.name
-    if kind == "ai":
-        raise PermissionDenied(f"{who.name} is a person ({who.role}): AI annotations come from service accounts")
-    if annotator and annotator != who.name:
         raise PermissionDenied(
             f"{who.name} may not submit an annotation in the name of {annotator!r}: an annotation's annotator is "
             "the account that sends it"
         )
-    return who.name
+    return who.name, own
 
 
 def assigns(who: Caller, listed: str | None) -> bool:

@@ -2,7 +2,7 @@
 
 Keys keep one thing's events in order: the prompt id for samples, annotations and rankings, `<subset>:<index>`
 for score requests and scores, the run id for results, the dataset or model id
-for those (the README's events table). `SPECS` gives
+for those (the events table in docs/events.md). `SPECS` gives
 partitions and retention; the embedded broker and the Strimzi `KafkaTopic` resources in
 k8s/kafka/topics.yaml are both made from it:
 
@@ -46,7 +46,7 @@ ALL = tuple(PAYLOADS)
 # run the evaluation service could not start) through the result sink.
 RELAYED_BY: dict[str, tuple[str, ...]] = {
     "ingestion": (SAMPLES,),
-    "annotation": (ANNOTATIONS, RANKINGS),  # the annotation service and the AI judge worker
+    "annotation": (ANNOTATIONS, RANKINGS),  # the AI judge's verdicts too: it submits through the annotation service
     "training": (DATASETS, MODELS),
     "eval-sink": (EVAL_RESULTS,),
 }

@@ -31,8 +31,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     # `Bearer x` anywhere else, x long enough to be a credential (not the word in "a bearer token: send it")
     (re.compile(rf"(?i)\b(bearer\s+){_NOT_MASKED}[^\s\"',;}}\]`:]{{8,}}"), r"\1" + MASK),
-    # `password=x`, `?token=x`, `"api_key": "x"` (a JSON key)
-    (re.compile(rf"(?i)(\b(?:{_KEYS})(?:=|[\"']\s*:\s*[\"']?)){_NOT_MASKED}{_VALUE}"), r"\1" + MASK),
+    # `password=x`, `?token=x`, `"api_key": "x"` (a JSON key), `VLLM_API_KEY=x` (an environment variable)
+    (re.compile(rf"(?i)(\b(?:[a-z0-9]+_)*(?:{_KEYS})(?:=|[\"']\s*:\s*[\"']?)){_NOT_MASKED}{_VALUE}"), r"\1" + MASK),
     # user:password@host in a URL
     (re.compile(r"(\b[A-Za-z][\w+.-]*://[^\s:/@]*:)[^\s/@]+@"), r"\1" + MASK + "@"),
 )

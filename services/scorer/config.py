@@ -22,6 +22,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from cheems.attention import AttentionName
 from cheems.chat import Truncation
 from cheems.credentials import check_strength, read_secret
+from cheems.precision import DtypeName
 from cheems.settings import setting
 
 ENV_PREFIX = "CHEEMS_SCORER_"
@@ -59,9 +60,9 @@ class ScorerConfig(BaseSettings):
         default="",
         repr=False,  # a URL may hold a password
         validate_default=True,
-        description="Store URL: the registry --follow reads (production, and the models calls name), and where the "
-        "reward watch finds each model's CheemsBench rewards; empty = CHEEMS_DATABASE_URL with --follow or --accounts, "
-        "else none.",
+        description="Store URL: the registry --follow reads (production, the models calls name, and what each models "
+        "event claims), and where the reward watch finds each model's CheemsBench rewards; empty = CHEEMS_DATABASE_URL "
+        "with --follow or --accounts, else none.",
     )
     backend: Literal["triton", "torch", "vllm"] = Field(
         default="triton",
@@ -83,8 +84,8 @@ class ScorerConfig(BaseSettings):
     triton_model_name: str = Field(default="cheems_rm", description="Name of the model in Triton.")
     vllm_url: str = Field(
         default="",
-        description="host:port of a running vLLM pooling server (README: the vLLM backend); empty = start one per "
-        "model with --vllm-python.",
+        description="host:port of a running vLLM pooling server (docs/serving.md, the vLLM backend); empty = start "
+        "one per model with --vllm-python.",
     )
     vllm_python: str = Field(
         default="",
@@ -92,6 +93,11 @@ class ScorerConfig(BaseSettings):
     )
     vllm_model_name: str = Field(
         default="", description="Name of the model in the vLLM server at --vllm-url; empty = the first it lists."
+    )
+    vllm_api_key_file: str = Field(
+        default="",
+        description="A file holding the API key of the vLLM server at --vllm-url (sent as a bearer token on every "
+        "call; a key it refuses stops the start). An engine the scorer starts gets a new key of its own each start.",
     )
     tensor_parallel_size: int = Field(
         default=1,
@@ -104,7 +110,8 @@ class ScorerConfig(BaseSettings):
         ge=0,
         le=1,
         description="Share of the GPU's memory a vLLM engine takes for weights and cache (its "
-        "--gpu-memory-utilization; on the CPU build, of the NUMA node's memory); 0 = 0.9 on a GPU, 0.5 on the CPU. "
+        "--gpu-memory-utilization); on the CPU build, the share of this host's available memory, less the weights, "
+        "its KV caches take, divided among its tensor-parallel workers; 0 = 0.9 on a GPU, 0.5 on the CPU. "
         "Two engines on one GPU (a promotion, --max-models) need shares that sum below 1.",
     )
     vllm_quick_start: bool = Field(
@@ -115,7 +122,7 @@ class ScorerConfig(BaseSettings):
     vllm_start_seconds: float = Field(
         default=900.0, gt=0, description="How long a vLLM engine may take to load its model and answer /health."
     )
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
+    dtype: DtypeName = Field(
         default="auto",
         description="What the model computes in: auto = bfloat16 on a CUDA device that has it (float16 on older "
         "cards), float32 on CPU. Rewards are float32 whatever it is; a dtype the device cannot run is refused.",
@@ -262,7 +269,8 @@ class ScorerConfig(BaseSettings):
     @field_validator("db")
     @classmethod
     def _registry_to_start_from(cls, db: str, info: ValidationInfo) -> str:
-        if info.data.get("follow") and not info.data.get("model"):
+        # --follow reads the registry even with --model: an event on the models topic is checked there
+        if info.data.get("follow"):
             return db or setting("database_url")
         return db
 
@@ -283,6 +291,15 @@ class ScorerConfig(BaseSettings):
 
             host_port(vllm_url)
         return vllm_url
+
+    @field_validator("vllm_api_key_file")
+    @classmethod
+    def _key_of_an_external_engine(cls, vllm_api_key_file: str, info: ValidationInfo) -> str:
+        if vllm_api_key_file and not info.data.get("vllm_url"):
+            raise ValueError("is the key of the vLLM server at --vllm-url; an engine the scorer starts gets its own")
+        if vllm_api_key_file:
+            read_secret(vllm_api_key_file)  # here, so that an error names --vllm-api-key-file
+        return vllm_api_key_file
 
     @property
     def truncation_policy(self) -> Truncation:

@@ -121,7 +121,9 @@ class ScorerServer:
                 feed.close()
             raise
         if feed is not None:
-            self.follower = Follower(feed, self.models, self._load_default, lookup)
+            self.follower = Follower(
+                feed, self.models, self._load_default, lookup, count=self.metrics.count_follow_event
+            )
         self.shelf = ModelShelf(self.models, self._load, lookup, config.max_models)
         if lookup is not None:  # following the registry: a replaced default model stays for the calls naming it
             self.models.handover = self.shelf.handover

@@ -54,10 +54,8 @@ def check_role(role: str) -> str:
 
 
 def check_token(token: str) -> str:
-    """A token made elsewhere: one line, strong enough never to be guessed (`cheems.credentials`: 128 bits); the
-    message never shows it."""
-    if any(c.isspace() for c in token) or not token.isprintable():
-        raise InvalidRecord("a token needs printable characters and no spaces")
+    """A token made elsewhere: one word, strong enough never to be guessed (`cheems.credentials.check_strength`,
+    the command line's rule too); InvalidRecord, whose message never shows it."""
     try:
         return check_strength(token)
     except InvalidInput as e:

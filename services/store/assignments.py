@@ -1,40 +1,41 @@
-"""Whose a task is: one claim rule for every human annotation (gRPC and the annotator's page), and an operator's
-or admin's corrections (reassign a task, void an annotation), recorded with the actor and a reason.
+"""Whose a task is: the claim rule every human annotation passes (gRPC and the annotator's page alike), and an
+operator's or admin's corrections (reassign a task, void an annotation), recorded with the actor and a reason.
 
     with session_scope(engine) as s:
-        for queued in assign_listed(s, "张三", now, lease, kind="triple", limit=20): ...   # theirs, new ones assigned
         check_assigned(s, task_id, prompt_id, "张三")          # before their human annotation is stored
         reassign(s, task_id, "李四", now, "person:admin", "张三 left")     # -> who held it before
         void(s, annotation_id, now, "person:admin", "random orders")     # -> its prompt (to resolve again)
 
-A task is assigned by a claim (`TaskClaim`), whichever way an annotator works: the page's `annotators.claim_next`
-(one triple at a time), their own ListTasks over gRPC (`assign_listed`: the open tasks they hold, then free ones,
-at most one per prompt, as the page does: a prompt's triples go to different people), or an operator's
-`reassign`. The newest claim of a task is its holder's; a claim older than the lease may be given to another.
+A task is assigned by `annotators.assign` (their ListTasks, the page's next task: one rule) or an operator's
+`reassign`; its holder is `AnnotationTask.held_by`, and `TaskClaim` says who ever held it. A lease that ran out
+leaves the task its holder's until someone else takes it: until then they may still submit it.
 
 The claim rule (`check_assigned`), for every human annotation, after a replay of a stored annotation id (answered
-`created=False` by `repository.add_annotation`) and before anything is stored:
+`created=False` by `repository.add_annotation`) and before anything is stored; the task's row is locked, so a
+listing cannot take it while its holder's submit is under way:
 
     no task_id                                               InvalidRecord   INVALID_ARGUMENT  400
     the task is unknown (or of another prompt)               UnknownTask     NOT_FOUND         404
     it was never assigned to the annotator                   NotAssigned     PERMISSION_DENIED 403
     it has its annotation already (theirs or another's)      TaskAnnotated   ALREADY_EXISTS    409  (once per task)
-    it is assigned to someone else now (lease, reassigned)   StaleTask       FAILED_PRECONDITION 409
+    it is someone else's now (their lease ran out and it was taken, or reassigned)   StaleTask   FAILED_PRECONDITION 409
 
 Voiding an annotation leaves its relations out of its prompt's resolution; a human annotation's task opens again,
-free (its claims dropped; the voided annotator annotated the prompt, so it goes to someone else).
+free (nobody holds it; the voided annotator did their share of the prompt, so it goes to someone else). A void
+locks the prompt first, as a submit does, and reads the annotation after: of two voids at once the second finds it
+voided and records nothing.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from sqlalchemy import and_, delete, select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from cheems.roles import ANNOTATE
 from services.store import validate as v
-from services.store.annotators import claim, ever_held, held_since, holder, queued
+from services.store.annotators import claim, ever_held, held_tasks
 from services.store.errors import (
     InvalidRecord,
     NotAssigned,
@@ -45,27 +46,27 @@ from services.store.errors import (
     UnknownAnnotator,
     UnknownTask,
 )
-from services.store.models import Annotation, AnnotationCorrection, AnnotationTask, Annotator, TaskClaim
-from services.store.tasks import QueuedTask, independent_of
-
-SCAN = 16  # free tasks read per task wanted: a prompt has several, and only one of them is given to one person
+from services.store.models import Annotation, AnnotationCorrection, AnnotationTask, Annotator
+from services.store.tasks import QueueConfig, Shares, lock_prompt
 
 
 def check_assigned(session: Session, task_id: str | None, prompt_id: str, name: str) -> AnnotationTask:
-    """The task `name` may store a human annotation of now; raises as the module's table says."""
+    """The task `name` may store a human annotation of now (its row locked); raises as the module's table says."""
     if not task_id:
         raise InvalidRecord(
             "task_id is required for a human annotation: it names a task assigned to you (ListTasks or the page)"
         )
-    task = session.get(AnnotationTask, task_id)
+    task = session.get(AnnotationTask, v.key("task_id", task_id), with_for_update=True, populate_existing=True)
     if task is None or task.prompt_id != prompt_id:
         raise UnknownTask(f"prompt {prompt_id}: no task {task_id!r}")
+    if task.status == "open" and task.held_by == name:  # theirs: the one statement of the common case
+        return task
     if not ever_held(session, task_id, name):
         raise NotAssigned(f"task {task_id} is not assigned to {name}: ask for your tasks (ListTasks or the page)")
     if task.status == "done" and (by := annotators_of(session, task_id)):
         who = "you" if name in by else "another annotator"
         raise TaskAnnotated(f"task {task_id} already has its annotation (by {who}): a task takes one")
-    if holder(session, task_id) != name:
+    if task.held_by != name:
         raise StaleTask(f"task {task_id} is assigned to another annotator now (your lease ran out, or it was moved)")
     return task
 
@@ -76,87 +77,65 @@ def annotators_of(session: Session, task_id: str) -> list[str]:
     return list(session.scalars(query.order_by(Annotation.created_at)))
 
 
-def assign_listed(
+def reassign(
     session: Session,
-    name: str,
+    task_id: str,
+    to: str,
     now: datetime,
-    lease: timedelta,
-    prompt_id: str | None = None,
-    kind: str | None = None,
-    limit: int = 100,
-) -> list[QueuedTask]:
-    """The open tasks `name` holds (claimed again now), then free ones now assigned to them: open, nobody's within
-    the lease, of prompts they are independent of, at most one per prompt; oldest first, `limit` in all."""
-    session.get(Annotator, name, with_for_update=True)  # one assignment of this annotator at a time
-    where = [AnnotationTask.status == "open"]
-    if prompt_id is not None:
-        where.append(AnnotationTask.prompt_id == prompt_id)
-    if kind is not None:
-        where.append(AnnotationTask.kind == kind)
-    mine = select(AnnotationTask).join(TaskClaim, TaskClaim.task_id == AnnotationTask.id)
-    mine = mine.where(TaskClaim.annotator == name, *where).order_by(TaskClaim.claimed_at, AnnotationTask.id)
-    tasks = [t for t in session.scalars(mine) if holder(session, t.id) == name][:limit]
-    free = and_(*where, ~held_since(now - lease), independent_of(name))
-    scan = select(AnnotationTask.id, AnnotationTask.prompt_id).where(free)
-    scan = scan.order_by(AnnotationTask.created_at, AnnotationTask.id).limit(max(0, limit - len(tasks)) * SCAN)
-    prompts = {t.prompt_id for t in tasks}
-    for task_id, pid in session.execute(scan).all() if len(tasks) < limit else ():
-        if pid in prompts or len(tasks) >= limit:
-            continue
-        # locked one at a time and checked again: on PostgreSQL another annotator's listing skips what this one
-        # is taking, and never takes what one took just before (SQLite serialises writers already)
-        one = select(AnnotationTask).where(AnnotationTask.id == task_id, free).with_for_update(skip_locked=True)
-        if (task := session.scalar(one)) is not None:
-            prompts.add(pid)
-            tasks.append(task)
-    for task in tasks:
-        claim(session, task.id, name, now)
-    session.flush()
-    return queued(session, tasks)
-
-
-def reassign(session: Session, task_id: str, to: str, now: datetime, actor: str, reason: str) -> str | None:
-    """Give an open task to the annotator `to` (an active account that annotates, independent of its prompt), as
-    `actor` for `reason`; returns who held it before (None: nobody). Their submit is then StaleTask."""
+    actor: str,
+    reason: str,
+    config: QueueConfig | None = None,
+) -> str | None:
+    """Give an open task to the annotator `to` (an active account that annotates, who may take it under `config`'s
+    rule), as `actor` for `reason`; returns who held it before (None: nobody). Their submit is then StaleTask.
+    An operator may give a person more than `max_held`: their listings then add nothing until they are below it."""
     reason = _reason(reason, "reassigned", actor)
-    task = session.get(AnnotationTask, task_id)
+    task = session.get(AnnotationTask, v.key("task_id", task_id), with_for_update=True)
     if task is None:
         raise UnknownTask(f"no task {task_id!r}")
     if task.status != "open":
         raise TaskClosed(f"task {task_id} is {task.status}: void its annotation first (VoidAnnotation) to reopen it")
-    account = session.get(Annotator, v.key("annotator", to))
+    account = session.get(Annotator, v.key("annotator", to), with_for_update=True)  # as their own listing does
     if account is None or not account.active or account.role not in ANNOTATE:
         raise UnknownAnnotator(f"annotator: no active account {to!r} that annotates (annotator or admin)")
-    previous = holder(session, task_id)
+    previous = task.held_by
     if previous != to:
-        independent = select(AnnotationTask.id).where(AnnotationTask.id == task_id, independent_of(to))
-        if session.scalar(independent) is None:
+        shares = Shares(session, to, config or QueueConfig(), held_tasks(session, to))
+        shares.read([task])
+        if shares.block(task) is not None:
             raise InvalidRecord(
-                f"annotator: {to} annotated prompt {task.prompt_id} or holds another of its tasks: "
+                f"annotator: {to} did their share of prompt {task.prompt_id} (annotated or holds its tasks): "
                 "a prompt's triples go to different people"
             )
-    claim(session, task_id, to, now)
+    claim(session, task, to, now)
     _record(session, "reassigned", task_id, None, to, previous, actor, reason, now)
     return previous
 
 
 def void(session: Session, annotation_id: str, now: datetime, actor: str, reason: str) -> tuple[str, bool]:
     """Void an annotation as `actor` for `reason`: its relations no longer count, and a human annotation's task is
-    open again and free. Returns (its prompt id, False if it was void already)."""
+    open again and free. Its prompt is locked first (as a submit does). Returns (its prompt id, False if it was
+    void already, by an earlier or a concurrent void)."""
     reason = _reason(reason, "voided", actor)
-    annotation = session.get(Annotation, v.key("annotation_id", annotation_id))
-    if annotation is None:
+    key = v.key("annotation_id", annotation_id)
+    prompt_id = session.scalar(select(Annotation.prompt_id).where(Annotation.id == key))
+    if prompt_id is None:
         raise UnknownAnnotation(f"no annotation {annotation_id!r}")
+    lock_prompt(session, prompt_id)
+    annotation = session.get(Annotation, key, populate_existing=True)  # read after the lock: as the last void left it
+    assert annotation is not None  # annotations are never deleted
     if annotation.voided_at is not None:
-        return annotation.prompt_id, False
+        return prompt_id, False
     annotation.voided_at = now
     task = session.get(AnnotationTask, annotation.task_id) if annotation.task_id else None
     if task is not None and annotation.kind == "human":
-        task.status = "open"
-        session.execute(delete(TaskClaim).where(TaskClaim.task_id == task.id))  # free, for anyone independent
+        task.status, task.held_by, task.held_at = "open", None, None  # free, for anyone who may take it
+        # it is free again where it always was in the queue: scans that passed it start there again
+        moved = update(Annotator).where(Annotator.queue_from > task.created_at).values(queue_from=task.created_at)
+        session.execute(moved.execution_options(synchronize_session=False))
     _record(session, "voided", annotation.task_id, annotation_id, annotation.annotator, None, actor, reason, now)
     session.flush()
-    return annotation.prompt_id, True
+    return prompt_id, True
 
 
 def corrections(session: Session) -> list[AnnotationCorrection]:

@@ -45,6 +45,13 @@ class NotAssigned(StoreError, errors.PermissionDenied):
     reason = "forbidden"  # as the pages say it: not yours
 
 
+class OtherKindsTask(StoreError, errors.PermissionDenied):
+    """A task of the other kind of work: an AI annotation (or a service's close) naming a person's triple, or a
+    human annotation naming an AI judge's pair (`services.annotation.kinds`)."""
+
+    reason = "other_kinds_task"
+
+
 class StaleTask(StoreError, errors.Conflict):
     """The task was assigned to another annotator after this one held it (their lease ran out, or it was
     reassigned)."""

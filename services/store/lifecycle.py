@@ -100,7 +100,7 @@ def register_checkpoint(
 
 
 def get_model(session: Session, model_id: str) -> RegisteredModel:
-    model = session.get(RegisteredModel, model_id, populate_existing=True)
+    model = session.get(RegisteredModel, v.key("model_id", model_id), populate_existing=True)
     if model is None:
         raise UnknownModel(f"no model {model_id!r}")
     return model

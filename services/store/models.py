@@ -20,6 +20,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -91,14 +92,32 @@ class Response(Base):
     filter_reason: Mapped[str | None] = mapped_column(String(32))
 
 
+OPEN_FREE = "status = 'open' AND held_by IS NULL"  # the queue's partial indexes (literal: a parameter misses them)
+OPEN_HELD = "status = 'open' AND held_by IS NOT NULL"
+
+
+def _partial(name: str, where: str, *columns: str) -> Index:
+    """An index of the rows `where` holds, on PostgreSQL and SQLite alike."""
+    return Index(name, *columns, postgresql_where=text(where), sqlite_where=text(where))
+
+
 class AnnotationTask(Base):
-    """A group of responses (three for humans, two for AI judges) waiting for annotations."""
+    """A group of responses (three for humans, two for AI judges) waiting for annotations.
+
+    `held_by` / `held_at`: who holds the open task now and since when it was last worked on (claimed, or opened on
+    the page); the lease runs from `held_at` (`services.store.annotators`, the one claim rule, keeps them in step
+    with `TaskClaim`, the history). The partial indexes make the queue's reads range scans of the candidates only:
+    free tasks oldest first, a person's held tasks, leases by age."""
 
     __tablename__ = "annotation_tasks"
     __table_args__ = (
         _one_of("kind", TASK_KINDS),
         _one_of("status", TASK_STATUSES),
         Index("ix_annotation_tasks_status_created_at", "status", "created_at"),  # ListTasks: open, oldest first
+        _partial("ix_annotation_tasks_free", OPEN_FREE, "kind", "created_at", "id"),  # nobody's, oldest first
+        _partial("ix_annotation_tasks_held_by", OPEN_HELD, "held_by", "created_at", "id"),  # what a person holds
+        _partial("ix_annotation_tasks_held_at", OPEN_HELD, "kind", "held_at", "id"),  # leases of a kind, oldest first
+        Index("ix_annotation_tasks_prompt_id_status", "prompt_id", "status"),  # a prompt's open tasks (submit)
     )
 
     id: Mapped[str] = mapped_column(String(KEY), primary_key=True)
@@ -109,13 +128,18 @@ class AnnotationTask(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     # 0: the task; 1: a second, independent annotation of the same triple (double annotation, for agreement)
     copy: Mapped[int] = mapped_column(default=0, server_default="0")
+    held_by: Mapped[str | None] = mapped_column(String(200))  # the holder of an open task (NULL: nobody)
+    held_at: Mapped[datetime | None]  # when its holder claimed it or last opened it: the lease runs from here
 
 
 class Annotation(Base):
     """One raw judgment, e.g. {"order": [["r1"], ["r2", "r3"]]}; its id is the caller's idempotency key."""
 
     __tablename__ = "annotations"
-    __table_args__ = (_one_of("kind", ANNOTATION_KINDS),)
+    __table_args__ = (
+        _one_of("kind", ANNOTATION_KINDS),
+        Index("ix_annotations_annotator_prompt_id", "annotator", "prompt_id"),  # a person's share of a prompt
+    )
 
     id: Mapped[str] = mapped_column(String(KEY), primary_key=True)
     prompt_id: Mapped[str] = mapped_column(ForeignKey("prompts.id"), index=True)
@@ -313,6 +337,10 @@ class Annotator(Base):
     active: Mapped[bool] = mapped_column(default=True)  # False: the token no longer signs in
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     role: Mapped[str] = mapped_column(String(32), default="annotator")
+    # where their scan of the free triples starts (`annotators.assign`): every free triple before it was one they
+    # may never take under the rule `queue_rule` (QueueConfig.people_per_prompt); NULL: from the oldest
+    queue_from: Mapped[datetime | None]
+    queue_rule: Mapped[int | None]
 
     @property
     def admin(self) -> bool:
@@ -321,8 +349,8 @@ class Annotator(Base):
 
 
 class TaskClaim(Base):
-    """A triple-wise task given to an annotator on the web page, and when (last). The newest claim of a task is
-    its holder's; after the lease it may be given to another, and the older claims tell who held it before."""
+    """A task given to an annotator (their listing, the page, an operator's reassign), and when (last): who ever
+    held a task, so a former holder's submit is stale, not unassigned. Who holds it now is `AnnotationTask.held_by`."""
 
     __tablename__ = "task_claims"
 

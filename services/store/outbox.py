@@ -13,9 +13,9 @@ relay that dies between the acknowledgement and the delete sends them again, wit
         ...publish, wait for the acknowledgements: no transaction open...
         box.remove([row.id for row in rows])         # a short transaction of its own
 
-Each service relays the topics it owns and no others (ingestion: samples; annotation and the judge: annotations
-and rankings; training: datasets and models; the evaluator's result sink: eval results), so its Kafka credentials
-need write on those alone. One relay at a time per
+Each service relays the topics it owns and no others (ingestion: samples; annotation: annotations and rankings, the
+AI judge's included, as the judge submits through it; training: datasets and models; the evaluator's result sink:
+eval results), so its Kafka credentials need write on those alone: one producer per topic. One relay at a time per
 database and topic set keeps the events of one key in order across processes. Its lock needs no
 open transaction and dies with its holder: on PostgreSQL a session-level advisory lock (per schema) taken on
 a connection of its own in autocommit mode, on a SQLite file an OS lock (flock) on a file beside it, else

@@ -69,7 +69,7 @@ def add_dataset(
 
 
 def get_dataset(session: Session, dataset_id: str) -> Dataset:
-    if (dataset := session.get(Dataset, dataset_id)) is None:
+    if (dataset := session.get(Dataset, v.key("dataset_id", dataset_id))) is None:
         raise UnknownDataset(f"no dataset {dataset_id!r}")
     return dataset
 
@@ -135,7 +135,7 @@ def create_training(
 
 
 def get_training(session: Session, training_id: str) -> Training:
-    if (training := session.get(Training, training_id)) is None:
+    if (training := session.get(Training, v.key("training_id", training_id))) is None:
         raise UnknownTraining(f"no training {training_id!r}")
     return training
 

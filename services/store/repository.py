@@ -208,7 +208,7 @@ def save_ranking(
 
 def get_ranking(session: Session, prompt_id: str) -> Ranking | None:
     """A prompt's ranking, or None if it has not been resolved yet."""
-    return session.get(Ranking, prompt_id)
+    return session.get(Ranking, v.key("prompt_id", prompt_id))
 
 
 def record_export(session: Session, kind: str, path: str, records: int, sha256: str) -> int:
@@ -352,7 +352,7 @@ def _same_or_conflict(existing: Annotation, record: Mapping[str, Any]) -> bool:
 
 
 def _require_prompt(session: Session, prompt_id: str) -> None:
-    if session.get(Prompt, prompt_id) is None:
+    if session.get(Prompt, v.key("prompt_id", prompt_id)) is None:
         raise UnknownPrompt(f"no prompt {prompt_id!r}")
 
 

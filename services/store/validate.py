@@ -65,7 +65,12 @@ def one_of(field: str, value: Any, allowed: Iterable[str]) -> str:
 def key(field: str, value: Any) -> str:
     """A response key, annotation id or annotator name: a non-empty string that fits its column (no NUL: `text`)."""
     if not isinstance(value, str) or not value or len(value) > KEY:
-        raise InvalidRecord(f"{field}: expected a non-empty string of at most {KEY} characters, got {value!r}")
+        shown = (
+            f"{value[:80]!r}... ({len(value)} characters)"
+            if isinstance(value, str) and len(value) > 80
+            else repr(value)
+        )
+        raise InvalidRecord(f"{field}: expected a non-empty string of at most {KEY} characters, got {shown}")
     return text(field, value)
 
 

@@ -109,6 +109,9 @@ def test_the_estimate_is_length_times_log2_of_the_classes_used() -> None:
         ("0123456789abcdef" * 4, "about 83 bits"),  # the look of `openssl rand -hex 32`, not its randomness
         ("abcdefghijklmnopqrst", "about 94 bits"),  # 20 lowercase letters
         ("s3cret-token", "fewer than 8|about"),
+        ("20c5fb134040c16e 73b2dabb5e05b736be99656e1d195232", "no spaces"),  # strong, but not one word
+        ("20c5fb134040c16e\t73b2dabb5e05b736be99656e1d195232", "no spaces"),
+        ("20c5fb134040c16e\x0073b2dabb5e05b736be99656e1d195232", "printable"),
     ],
 )
 def test_weak_tokens_are_refused_naming_the_option_never_showing_the_token(token: str, problem: str) -> None:

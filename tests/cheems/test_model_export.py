@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ import torch
 
 from cheems.chat import Conversation, encode, render
 from cheems.model import describe_checkpoint, load_model, stripped_template
-from trainer.tiny import CHAT_TEMPLATE, build_model, build_tokenizer, init_tiny_model
+from trainer.tiny import CHAT_TEMPLATE, build_model, build_tokenizer
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
@@ -63,8 +63,9 @@ def tokenizer() -> Any:
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return init_tiny_model(tmp_path_factory.mktemp("export") / "tiny", hidden_size=32, layers=2, seed=1)
+def exported(tiny_checkpoint: Callable[..., Path]) -> Path:
+    """`init_tiny_model`'s export (the session's, read only here)."""
+    return tiny_checkpoint(hidden_size=32, layers=2, seed=1)
 
 
 @pytest.fixture(scope="module")
@@ -102,15 +103,22 @@ def scorer_rewards(exported: Path) -> Iterator[list[float]]:
         server.stop(grace=1)
 
 
-def pipeline_rewards(directory: Path) -> list[float]:
+def pipeline_rewards(directory: Path, tokenizer: Any = None) -> list[float]:
     """The default text-classification pipeline on the standard chat-template text."""
+    return classified(directory, tokenizer)[0]
+
+
+def classified(directory: Path, tokenizer: Any = None) -> tuple[list[float], Any]:
+    """(rewards, the pipeline): `pipeline_rewards` and the model and tokenizer it loaded from `directory`
+    (`tokenizer`: `AutoTokenizer.from_pretrained(directory)` when the caller has it already, as the pipeline
+    would load it)."""
     from transformers import pipeline
 
-    classify = pipeline("text-classification", model=str(directory))
+    classify = pipeline("text-classification", model=str(directory), tokenizer=tokenizer)
     texts = [classify.tokenizer.apply_chat_template(messages(c), tokenize=False) for c in CONVERSATIONS]
     results = classify(texts)
     assert {r["label"] for r in results} <= {"reward", "LABEL_0"}
-    return [r["score"] for r in results]
+    return [r["score"] for r in results], classify
 
 
 def test_saved_config_says_regression_with_one_reward_label(exported: Path) -> None:
@@ -123,22 +131,20 @@ def test_saved_config_says_regression_with_one_reward_label(exported: Path) -> N
 
 
 def test_default_pipeline_on_the_chat_template_text_gives_the_scorers_reward(
-    exported: Path, scorer_rewards: list[float]
+    exported: Path, exported_tokenizer: Any, scorer_rewards: list[float]
 ) -> None:
-    got = pipeline_rewards(exported)
+    got = pipeline_rewards(exported, exported_tokenizer)
     assert got == pytest.approx(scorer_rewards, abs=1e-4)
     assert max(abs(r) for r in scorer_rewards) > 0.01  # not all ~0, so the comparison means something
 
 
 def test_the_old_export_fails_that_check(old_export: Path, exported: Path, scorer_rewards: list[float]) -> None:
     """Same weights, old files: a sigmoid over the reward read one token late (after `<|im_end|>\\n`)."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    old = pipeline_rewards(old_export)
+    old, classify = classified(old_export)
     assert all(0 < s < 1 for s in old)
     assert max(abs(a - b) for a, b in zip(old, scorer_rewards, strict=True)) > 0.1
-    model = AutoModelForSequenceClassification.from_pretrained(old_export).eval()
-    tokenizer = AutoTokenizer.from_pretrained(old_export)
+    model, tokenizer = classify.model.eval(), classify.tokenizer  # what the pipeline loaded from old_export
+    assert type(model).__name__ == "Qwen2ForSequenceClassification"  # the plain sequence-classification model
     texts = [tokenizer.apply_chat_template(messages(c), tokenize=False) for c in CONVERSATIONS]
     assert all(t.endswith("<|im_end|>\n") for t in texts)
     with torch.no_grad():

@@ -1,13 +1,17 @@
-"""The dtype a model runs in: `auto` per device, explicit names, and refusals that name what cannot run."""
+"""The dtype a model runs in: `auto` per device, explicit names (checked in one place, torch-free), and refusals
+that name what cannot run."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import pytest
 import torch
 
 from cheems import precision
 from cheems.errors import ConfigError
-from cheems.precision import dtype_name, planned_dtype, resolve_dtype
+from cheems.precision import DTYPES, check_dtype, dtype_name, planned_dtype, resolve_dtype
 
 
 def test_auto_is_float32_on_the_cpu_and_names_are_taken_as_given() -> None:
@@ -17,7 +21,7 @@ def test_auto_is_float32_on_the_cpu_and_names_are_taken_as_given() -> None:
 
 
 def test_an_unknown_name_is_refused_naming_the_choices() -> None:
-    with pytest.raises(ConfigError, match="'fp8' is not one of auto, bfloat16, float16, float32"):
+    with pytest.raises(ConfigError, match="dtype must be one of auto, bfloat16, float16, float32, got 'fp8'"):
         resolve_dtype("fp8", "cpu")
     with pytest.raises(ConfigError, match="'half'"):
         planned_dtype("half", "cuda")
@@ -71,3 +75,18 @@ def test_an_export_for_another_machine_plans_the_dtype_without_the_device() -> N
     assert planned_dtype("auto", "cuda") == "bfloat16"  # no GPU here, and none needed to plan for one
     assert planned_dtype("auto", "cpu") == "float32"
     assert planned_dtype("float16", "cuda:0") == "float16"
+
+
+def test_dtype_names_are_checked_in_one_place() -> None:
+    assert [check_dtype(name) for name in DTYPES] == ["auto", "bfloat16", "float16", "float32"]
+    for name in ("fp8", "Float32", "torch.float32", "half", ""):
+        with pytest.raises(ValueError, match=rf"^supervision_dtype must be one of auto, .*, got '{name}'$"):
+            check_dtype(name, "supervision_dtype")
+
+
+def test_the_names_come_without_torch() -> None:
+    """A config that only names a dtype (the training service's) checks it here without importing torch (it kept a
+    list of its own while torch came with this module)."""
+    code = "import sys, cheems.precision, trainer.service.config; print([m for m in sys.modules if 'torch' in m])"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert run.stdout.strip() == "[]"

@@ -100,3 +100,16 @@ def test_a_weak_token_from_a_file_is_refused_and_a_disabled_account_enabled_agai
     assert runner.invoke(app, ["accounts", "list", "--db", db]).output == "etl\tscorer-client\tactive\n"
     missing = runner.invoke(app, ["accounts", "enable", "nobody", "--db", db])
     assert missing.exit_code == 2 and "no account 'nobody'" in missing.output
+
+
+def test_a_token_file_is_held_to_the_stores_rule_naming_the_option(tmp_path: Path) -> None:
+    """One rule (`cheems.credentials.check_strength`): the command line's own check used to pass a strong token with
+    a space, which the store then refused without naming --token-file."""
+    db = f"sqlite:///{tmp_path / 'cheems.db'}"
+    spaced = tmp_path / "spaced"
+    spaced.write_text("20c5fb134040c16e 73b2dabb5e05b736be99656e1d195232\n")
+    args = ["accounts", "add", "etl", "--role", "operator", "--token-file", str(spaced), "--db", db]
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code == 2, refused.output
+    assert refused.output.startswith("error: --token-file: the token needs printable characters and no spaces")
+    assert CliRunner().invoke(app, ["accounts", "list", "--db", db]).output == ""

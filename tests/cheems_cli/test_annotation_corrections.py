@@ -1,11 +1,13 @@
 """`cheems annotate reassign` and `cheems annotate void` against a real annotation service: an operator moves a task
-and voids an annotation, each recorded with the operator as the actor; an annotator's token is refused (exit 3)."""
+and voids an annotation, each recorded with the operator as the actor; an annotator's token is refused (exit 2);
+a refusal exits as its status stands for (`services.grpc_errors.error_of`: 2 the request, 3 retry later)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
+import grpc
 import pytest
 from sqlalchemy import Engine
 from typer.testing import CliRunner
@@ -18,7 +20,7 @@ from services.hosting import HostConfig
 from services.store.accounts import AccountBook
 from services.store.assignments import corrections
 from services.store.db import session_scope
-from tests.services.accounts import give
+from tests.services.accounts import Recorder, give, listening
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
@@ -53,3 +55,15 @@ def test_an_operator_reassigns_and_voids_from_the_command_line(
             ("reassigned", "person:ops"),
             ("voided", "person:ops"),
         ]
+
+
+@pytest.mark.parametrize(
+    ("code", "exit_code"),
+    [(grpc.StatusCode.DEADLINE_EXCEEDED, 3), (grpc.StatusCode.ALREADY_EXISTS, 2), (grpc.StatusCode.INTERNAL, 1)],
+)
+def test_a_refusal_exits_as_its_status_stands_for(tmp_path: Path, code: grpc.StatusCode, exit_code: int) -> None:
+    (tmp_path / "ops.token").write_text("chm_any-token-the-server-refuses-9Xk2")
+    with listening(Recorder(refuse=code)) as port:
+        args = ["annotate", "void", "a1", "--reason", "测试", "--annotation-url", f"127.0.0.1:{port}"]
+        result = CliRunner().invoke(app, [*args, "--token-file", str(tmp_path / "ops.token")])
+    assert result.exit_code == exit_code and f"annotation service: {code.name}: refused" in result.output

@@ -1,7 +1,8 @@
 """The operator's token that `cheems up` saved goes only to the addresses it listens on (recorded beside the token)
 or over TLS: `cheems score` and `cheems status` pointed at a listener that is not ours send no token and say so,
-while a token the user gives (CHEEMS_TOKEN, --token-file) goes where they point it. The listener is a real gRPC
-server on another port that records the metadata of every call it receives."""
+while a token the user gives (CHEEMS_TOKEN, --token-file) goes where they point it, and `cheems annotate reassign` /
+`void` over TLS (--tls-ca) send it to any address. The listener is a real gRPC server on another port (plaintext or
+TLS) that records the metadata of every call it receives."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from typer.testing import CliRunner
 from cheems.processes.ports import free_port
 from cheems_cli.main import app
 from services.store.migrate import upgrade
-from tests.services.accounts import Recorder
+from tests.services.accounts import Recorder, listening
+from tests.services.tls import self_signed
 
 SAVED = "chm_saved-operator-Xq7Lm2Vb9Tz4Rk8Wn3Pd6Hs1"  # what `cheems up` wrote into its token file
 MINE = "chm_users-own-token-Yf5Ja8Qc2Gu7Ne4Kx9Mt3"
@@ -102,3 +104,16 @@ def test_status_sends_no_saved_token_to_a_scorer_port_that_is_not_ours(
     assert result.exit_code == 0, result.output
     assert recorder.seen and recorder.authorizations() == []
     assert f"note: no token sent to 127.0.0.1:{port}" in result.output and SAVED not in result.output
+
+
+@pytest.mark.parametrize("command", [["reassign", "t1", "--to", "乙"], ["void", "a1"]], ids=["reassign", "void"])
+def test_annotate_corrections_send_the_saved_token_over_tls(saved: Path, tmp_path: Path, command: list[str]) -> None:
+    cert, key = self_signed(tmp_path)
+    recorder = Recorder()
+    with listening(recorder, grpc.ssl_server_credentials([(key.read_bytes(), cert.read_bytes())])) as port:
+        # an address not among those saved, but the server proves who it is
+        args = ["annotate", *command, "--reason", "测试", "--annotation-url", f"localhost:{port}"]
+        result = CliRunner().invoke(app, [*args, "--tls-ca", str(cert)])
+    assert "UNIMPLEMENTED" in result.output  # the call reached the server
+    assert recorder.authorizations() == [f"Bearer {SAVED}"], result.output
+    assert "note:" not in result.output

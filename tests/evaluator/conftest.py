@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -42,7 +42,7 @@ def serving(checkpoint: Path, model_id: str, port: int = 0) -> ScorerServer:
     """A scorer (torch backend, gRPC only) of `checkpoint` served as `model_id`: a link of that name to it
     (a scorer names its model after the checkpoint directory); start it, or use it as a context manager."""
     link = checkpoint.parent / model_id
-    if not link.exists():
+    with suppress(FileExistsError):  # made already, here or by another xdist worker (tiny_checkpoint)
         link.symlink_to(checkpoint, target_is_directory=True)
     return ScorerServer(ScorerConfig(model=str(link), backend="torch", host="127.0.0.1", grpc_port=port, http_port=-1))
 

@@ -38,8 +38,10 @@ from services.hosting import GrpcHost, HostConfig
 from services.scorer.runtime import ScorerServer
 from services.store import repository
 from services.store.accounts import AccountBook
-from services.store.db import session_scope
+from services.store.db import StoreConfig, create_engine_for, session_scope
+from services.store.migrate import upgrade
 from services.store.models import EvalRun, EvalScore
+from tests.conftest import _postgres_schema
 from tests.services.accounts import account
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
@@ -47,9 +49,8 @@ pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 
 
-@pytest.fixture
-def bench_root(tmp_path: Path) -> Path:
-    root = tmp_path / "bench"
+def make_bench_root(folder: Path) -> Path:
+    root = folder / "bench"
     root.mkdir()
     for name in ("open.jsonl", "human.jsonl"):
         shutil.copy(SAMPLE / name, root / name)
@@ -58,7 +59,41 @@ def bench_root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def service(engine: Engine, broker: EmbeddedBroker, bench_root: Path) -> Iterator[tuple[GrpcHost, grpc.Channel]]:
+def bench_root(tmp_path: Path) -> Path:
+    return make_bench_root(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def served_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bench root of the module's service (a test may add a file of its own to it)."""
+    return make_bench_root(tmp_path_factory.mktemp("served"))
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    """A migrated store shared by the module's service tests (each checks what it stored by run id, or that a
+    refused request left the count of runs as it was)."""
+    schema = _postgres_schema() if request.param == "postgresql" else None
+    url = next(schema) if schema is not None else f"sqlite:///{tmp_path_factory.mktemp('store') / 'cheems.db'}"
+    upgrade(url)
+    engine = create_engine_for(StoreConfig(url))
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+        if schema is not None:
+            next(schema, None)
+
+
+def run_count(engine: Engine) -> int:
+    with session_scope(engine) as session:
+        return session.scalar(select(func.count()).select_from(EvalRun)) or 0
+
+
+@pytest.fixture(scope="module")
+def service(store: Engine, broker: EmbeddedBroker, served_root: Path) -> Iterator[tuple[GrpcHost, grpc.Channel]]:
+    """EvaluationService over gRPC on the module's store: one per database, shared by the tests that call it."""
+    engine, bench_root = store, served_root
     publisher = Publisher(broker.bootstrap)
     servicer = EvaluationServicer(engine, publisher, bench_root)
     grpc_host = host(servicer, HostConfig(port=0, host="127.0.0.1"), AccountBook(engine)).start()
@@ -74,7 +109,7 @@ def stub(channel: grpc.Channel) -> evaluation_pb2_grpc.EvaluationServiceStub:
 
 
 def test_start_run_then_get_run_until_the_metrics_arrive(
-    engine: Engine, broker: EmbeddedBroker, scorer: ScorerServer, service: tuple[GrpcHost, grpc.Channel]
+    store: Engine, broker: EmbeddedBroker, scorer: ScorerServer, service: tuple[GrpcHost, grpc.Channel]
 ) -> None:
     scorer_url = f"127.0.0.1:{scorer.grpc_port}"
     started = stub(service[1]).StartRun(
@@ -93,7 +128,7 @@ def test_start_run_then_get_run_until_the_metrics_arrive(
 
     group = uuid.uuid4().hex[:8]  # groups of this test's own: the module's broker serves both databases
     worker = ScoreWorker(broker.bootstrap, scorer_url, group=f"workers-{group}")
-    sink = ResultSink(broker.bootstrap, engine, group=f"sink-{group}")
+    sink = ResultSink(broker.bootstrap, store, group=f"sink-{group}")
     seen_progress = set()
     deadline = time.monotonic() + 180
     try:
@@ -109,7 +144,7 @@ def test_start_run_then_get_run_until_the_metrics_arrive(
         sink.close()
     assert run.items_scored == run.items_total == 36 and run.scorer_url == scorer_url
     assert run.semantics == evaluation_pb2.SEMANTICS_OFFICIAL
-    with session_scope(engine) as session:
+    with session_scope(store) as session:
         rows = session.scalars(select(EvalScore).where(EvalScore.run_id == run.run_id)).all()
         scores = {r.item: dict(zip(r.response_ids, r.scores, strict=True)) for r in rows}
     subsets = load_subsets([str(SAMPLE / "open.jsonl"), str(SAMPLE / "human.jsonl")])
@@ -126,19 +161,20 @@ def test_start_run_then_get_run_until_the_metrics_arrive(
         (["open.jsonl", "/etc/hostname"], "h:1", "bench_files[1]: '/etc/hostname' is not a file under the bench root"),
         (["missing.jsonl"], "h:1", "bench_files[0]: no file 'missing.jsonl'"),
         (["open.jsonl", "open\x00.jsonl"], "h:1", "bench_files[1]: 'open\\x00.jsonl' is not a file name"),
+        (["a" * 300], "h:1", "is not a file name"),  # longer than a file name may be (was INTERNAL)
         (["open.jsonl"], "  ", "scorer_url: give the scorer's gRPC address"),
         (["open.jsonl", "bad.jsonl"], "h:1", "bad.jsonl:1"),
     ],
 )
 def test_bad_start_requests_are_invalid_and_store_nothing(
-    engine: Engine, service: tuple[GrpcHost, grpc.Channel], files: list[str], scorer_url: str, message: str
+    store: Engine, service: tuple[GrpcHost, grpc.Channel], files: list[str], scorer_url: str, message: str
 ) -> None:
+    runs = run_count(store)
     with pytest.raises(grpc.RpcError) as error:
         stub(service[1]).StartRun(evaluation_pb2.StartRunRequest(bench_files=files, scorer_url=scorer_url), timeout=30)
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert message in (error.value.details() or "")
-    with session_scope(engine) as session:
-        assert session.scalar(select(func.count()).select_from(EvalRun)) == 0
+    assert run_count(store) == runs
     health = health_pb2_grpc.HealthStub(service[1]).Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
     assert health.status == health_pb2.HealthCheckResponse.SERVING  # still serving
 
@@ -168,23 +204,23 @@ BENCH_LINE = json.dumps(
     ],
 )
 def test_a_hostile_bench_file_is_invalid_argument_naming_file_and_line(
-    engine: Engine, service: tuple[GrpcHost, grpc.Channel], bench_root: Path, last_field: bytes, message: str
+    store: Engine, service: tuple[GrpcHost, grpc.Channel], served_root: Path, last_field: bytes, message: str
 ) -> None:
     """What would fail later (a lone surrogate reaches the database when the run completes) is refused at StartRun."""
     good = BENCH_LINE.replace("谁".encode(), "哪个".encode()) + ', "category": ["推理"]}\n'.encode()
-    (bench_root / "poison.jsonl").write_bytes(good + BENCH_LINE + b", " + last_field + b"}\n")
+    (served_root / "poison.jsonl").write_bytes(good + BENCH_LINE + b", " + last_field + b"}\n")
+    runs = run_count(store)
     with pytest.raises(grpc.RpcError) as error:
         stub(service[1]).StartRun(
             evaluation_pb2.StartRunRequest(bench_files=["open.jsonl", "poison.jsonl"], scorer_url="h:1"), timeout=30
         )
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT and reason(error.value) == "invalid_request"
     assert message in (error.value.details() or "")
-    with session_scope(engine) as session:
-        assert session.scalar(select(func.count()).select_from(EvalRun)) == 0
+    assert run_count(store) == runs
 
 
-def test_a_failed_run_reports_why(engine: Engine, service: tuple[GrpcHost, grpc.Channel]) -> None:
-    with session_scope(engine) as session:
+def test_a_failed_run_reports_why(store: Engine, service: tuple[GrpcHost, grpc.Channel]) -> None:
+    with session_scope(store) as session:
         run_id = repository.create_run(session, ["tiny.jsonl"], "h:1", "paper", 5, 1)
         assert repository.fail_run(session, run_id, "tiny.jsonl:1: category[0]: a lone surrogate \ud800")
         assert not repository.fail_run(session, run_id, "again")  # the first reason stays
@@ -193,15 +229,15 @@ def test_a_failed_run_reports_why(engine: Engine, service: tuple[GrpcHost, grpc.
     assert run.error == "tiny.jsonl:1: category[0]: a lone surrogate \\ud800"  # stored and sent as valid text
 
 
-def test_bad_ece_bins_are_invalid_and_store_nothing(engine: Engine, service: tuple[GrpcHost, grpc.Channel]) -> None:
+def test_bad_ece_bins_are_invalid_and_store_nothing(store: Engine, service: tuple[GrpcHost, grpc.Channel]) -> None:
     request = evaluation_pb2.StartRunRequest(bench_files=["open.jsonl"], scorer_url="h:1", ece_bins=-2)
+    runs = run_count(store)
     with pytest.raises(grpc.RpcError) as error:
         stub(service[1]).StartRun(request, timeout=30)
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert (error.value.details() or "").startswith("ece_bins: ")
     assert reason(error.value) == "invalid_request"
-    with session_scope(engine) as session:
-        assert session.scalar(select(func.count()).select_from(EvalRun)) == 0
+    assert run_count(store) == runs
 
 
 def reason(error: grpc.RpcError) -> str | None:
@@ -220,13 +256,13 @@ def test_get_run_of_an_unknown_or_empty_id(service: tuple[GrpcHost, grpc.Channel
 
 
 def test_a_category_without_pairs_has_unset_accuracy_and_ece_over_grpc(
-    engine: Engine, service: tuple[GrpcHost, grpc.Channel]
+    store: Engine, service: tuple[GrpcHost, grpc.Channel]
 ) -> None:
     """null in the stored JSON stays unset in the message (HasField false), never 0.0."""
     bench = {"tiny": ("tiny.jsonl", [item("甲乙丙谁最高？", "推理", [1, 2]), item("你好", "闲聊", [1, 1])])}
     rewards = {("甲乙丙谁最高？", "a"): 1.0, ("甲乙丙谁最高？", "b"): 0.0, ("你好", "a"): 0.5, ("你好", "b"): 0.2}
     result = evaluate(bench, rewards)
-    with session_scope(engine) as session:
+    with session_scope(store) as session:
         run_id = repository.create_run(session, ["tiny.jsonl"], "h:1", "paper", 5, 2)
         for index in range(2):
             repository.record_scores(session, run_id, f"tiny:{index}", {"a": 0.0, "b": 0.0})

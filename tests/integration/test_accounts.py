@@ -251,7 +251,10 @@ def test_every_mutating_rpc_is_locked_and_opens_to_its_role(
     }
     for who in ("mallory", "boss", "judge"):  # another person, an admin, a service: none may speak for 张三
         assert s.code(who, "AnnotationService", "SubmitAnnotation", forged) == grpc.StatusCode.PERMISSION_DENIED
-    ai = {**forged, "annotation_id": "ai", "annotator": "", "kind": "ANNOTATOR_KIND_AI"}
+    ai = {**forged, "annotation_id": "ai", "annotator": "", "kind": "ANNOTATOR_KIND_AI", "task_id": other["task_id"]}
+    assert s.code("judge", "AnnotationService", "SubmitAnnotation", ai) == grpc.StatusCode.PERMISSION_DENIED  # a triple
+    pairs = s.door("AnnotationService", "CreateTasks", {"prompt_id": prompt, "group_size": 2}, "ops", "张三", both)
+    ai["task_id"] = next(t["task_id"] for t in pairs["tasks"] if set(t["response_ids"]) == {"r1", "r2"})
     assert s.code("judge", "AnnotationService", "SubmitAnnotation", ai) == grpc.StatusCode.OK  # under its own name
     s.door("AnnotationService", "Resolve", {"prompt_id": prompt}, "ops", "张三", both)
     s.door(
@@ -306,6 +309,7 @@ def test_every_mutating_rpc_is_locked_and_opens_to_its_role(
     assert len(scored["request_id"]) == 32 and scored["total_ms"] >= scored["inference_ms"] >= 0  # one made up
 
 
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)  # SQLite: the test above (the lock's other half)
 def test_a_disabled_account_is_refused_at_once(system: System) -> None:
     lookup = ("ops", "IngestionService", "GetSample", {"prompt_id": "nope"})
     assert system.code(*lookup) == grpc.StatusCode.NOT_FOUND
@@ -417,8 +421,16 @@ def test_an_annotator_bends_no_ranking_and_a_judge_speaks_only_for_itself(
         assert knock(url, s.tokens["张三"], body) == (200, {"created": True, "message": "submitted"})
     finally:
         page.stop()
-    # row 4: the service account's AI annotation as "alice"
+    # row 4: the service account's AI annotation as "alice"; on a person's triple (张三's), or on no task
+    pairs = call("ops", "CreateTasks", {"prompt_id": prompt, "group_size": 2})[2]["tasks"]
     pair = {"annotation_id": "ai-1", "prompt_id": prompt, "kind": "ANNOTATOR_KIND_AI"}
+    for task_id, code in (
+        (given["task_id"], grpc.StatusCode.PERMISSION_DENIED),
+        ("", grpc.StatusCode.INVALID_ARGUMENT),
+    ):
+        verdict = {**pair, "task_id": task_id, "pair": {"a": "r1", "b": "r2", "verdict": "VERDICT_A_BETTER"}}
+        assert call("judge", "SubmitAnnotation", verdict)[0] == code
+    pair["task_id"] = next(t["task_id"] for t in pairs if set(t["response_ids"]) == {"r1", "r2"})
     pair["pair"] = {"a": "r1", "b": "r2", "verdict": "VERDICT_A_BETTER"}
     code, details, _ = call("judge", "SubmitAnnotation", {**pair, "annotator": "alice"})
     assert code == grpc.StatusCode.PERMISSION_DENIED and "in the name of 'alice'" in details, details
@@ -560,4 +572,4 @@ def test_the_bus_checks_who_publishes_and_reads() -> None:
     assert {u for u, acls in users.items() if ("topic", "cheems.samples.v1", "Write") in acls} == {"cheems-ingestion"}
     assert not [u for u, acls in users.items() if ("topic", "cheems.annotations.v1", "Read") in acls]  # none reads
     readers = {u for u, acls in users.items() if ("topic", "cheems.samples.v1", "Read") in acls}
-    assert readers == {"cheems-annotation", "cheems-judge"}
+    assert readers == {"cheems-annotation"}  # the AI judge reads nothing of Kafka: it calls the annotation service

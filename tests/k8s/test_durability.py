@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from services.annotation.intake import IntakeLoop
+from services.annotation.judge.worker import JudgeWorkerConfig
 from services.bus.client import CONSUMER_TIMEOUTS, Publisher
 from services.hosting import HostConfig
 from services.scorer.config import ScorerConfig
@@ -79,7 +80,8 @@ def shutdown_budget(command: tuple[str, ...], cli: Any, values: dict[str, Any], 
     budgets: dict[tuple[str, ...], Callable[[], float]] = {
         ("service", "ingestion"): lambda: drain + outbox + flush,  # its samples' outbox relay (issue 41)
         ("service", "annotation"): lambda: drain + float(argument_default(IntakeLoop.join, "timeout")) + outbox + flush,
-        ("service", "judge"): lambda: batch + float(option["timeout"]) + outbox + flush,  # a judge call under way
+        # a pair under way: its check that it is open, the judge's call, its verdict (two calls to annotation)
+        ("service", "judge"): lambda: float(option["timeout"]) + 2 * float(default(JudgeWorkerConfig, "timeout")),
         ("service", "evaluation"): lambda: drain + batch + flush,
         ("service", "eval-worker"): lambda: batch + flush,
         ("service", "eval-sink"): lambda: batch + flush,

@@ -1,6 +1,6 @@
-"""k8s/overlays/gpu-vllm: the scorer runs one vLLM engine over the pod's GPUs (README: "Serving a large RM with
-vLLM on GPUs"). Its rendering, schemas, hardening and command line are checked with the other overlays
-(test_render.py, test_consistency.py); here, what the vLLM variant itself must get right, and the README's
+"""k8s/overlays/gpu-vllm: the scorer runs one vLLM engine over the pod's GPUs (docs/kubernetes.md: "Serving a large RM
+with vLLM on GPUs"). Its rendering, schemas, hardening and command line are checked with the other overlays
+(test_render.py, test_consistency.py); here, what the vLLM variant itself must get right, and the manual's
 table of GPUs per model size, recomputed.
 """
 
@@ -163,8 +163,8 @@ def gpus_for(size: str, card_gb: float, fraction: float) -> int:
 
 
 def readme_rows() -> dict[str, list[str]]:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### Serving a large RM with vLLM on GPUs", 1)[1].split("\n## ", 1)[0]
+    readme = (ROOT / "docs" / "kubernetes.md").read_text()  # the manual's Kubernetes page
+    section = readme.split("\n## Serving a large RM with vLLM on GPUs", 1)[1].split("\n## ", 1)[0]
     rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in section.splitlines()]
     return {row[0]: row for row in rows if row and row[0] in QWEN25}
 
@@ -177,7 +177,7 @@ def test_the_readme_table_is_the_arithmetic() -> None:
         assert weights == f"{weights_gb(size):.{digits}f} GB", size
         assert kv == f"{kv_bytes_per_token(size) // 1024} KiB", size
         gpus = gpus_for(size, 80, DEFAULT_GPU_FRACTION)
-        assert one == str(gpus), f"{size}: {one} x 80 GB in the README, {gpus} by the arithmetic"
+        assert one == str(gpus), f"{size}: {one} x 80 GB in docs/kubernetes.md, {gpus} by the arithmetic"
         assert room == f"{kv_tokens(size, gpus, 80, DEFAULT_GPU_FRACTION) / 1e6:.1f} M", size
         assert two == str(gpus_for(size, 80, 0.45)), f"{size}: two engines at 0.45"
         assert h200 == str(gpus_for(size, 141, DEFAULT_GPU_FRACTION)), f"{size}: 141 GB cards"

@@ -135,26 +135,35 @@ def test_secrets_are_generated_in_dev_only() -> None:
     dev_secrets = sorted(
         d["metadata"]["name"].rsplit("-", 1)[0] for d in render("overlays/dev") if d["kind"] == "Secret"
     )
-    assert dev_secrets == ["cheems-account-eval-worker", "cheems-secrets"]
+    assert dev_secrets == ["cheems-account-eval-worker", "cheems-account-judge", "cheems-secrets"]
     assert not [d for d in render("overlays/prod") if d["kind"] == "Secret"]
 
 
 @pytest.mark.parametrize("path", ["overlays/dev", "overlays/prod"])
 def test_service_accounts_are_files_and_the_scorer_takes_them(path: str) -> None:
     """One Secret per service account, mounted as a file (never an environment variable) where it is used and
-    where the Job registers it in the store; the scorer takes the store's accounts beside its static token."""
+    where the Job registers it in the store; the scorer takes the store's accounts beside its static token; the
+    judge holds its account's token and no database URL."""
     docs = render(path)
     pods = {where: pod for doc in docs for where, pod in pod_specs(doc)}
-    worker, job = pods["Deployment/cheems-eval-worker"], pods["Job/cheems-accounts"]
-    assert [
-        v["secret"]["secretName"].startswith("cheems-account-eval-worker")
-        for v in worker["volumes"]
-        if "secret" in v and not v["name"].startswith("kafka-")  # its Kafka user's password and the cluster CA
-    ] == [True]
-    assert "--token-file=/var/run/secrets/cheems/account/token" in worker["containers"][0]["args"]
-    assert not [e for e in worker["containers"][0].get("env", []) if "TOKEN" in e["name"]]
-    [registration] = job["containers"]
-    assert registration["args"][:4] == ["accounts", "add", "eval-worker", "--role=scorer-client"]  # it only scores
+    job = pods["Job/cheems-accounts"]
+    for name in ("eval-worker", "judge"):
+        user = pods[f"Deployment/cheems-{name}"]
+        assert [
+            v["secret"]["secretName"].startswith(f"cheems-account-{name}")
+            for v in user["volumes"]
+            if "secret" in v and not v["name"].startswith("kafka-")  # its Kafka user's password and the cluster CA
+        ] == [True]
+        assert "--token-file=/var/run/secrets/cheems/account/token" in user["containers"][0]["args"]
+        assert not [e for e in user["containers"][0].get("env", []) if "TOKEN" in e["name"]]
+    registrations = {c["name"]: c["args"][:4] for c in job["containers"]}
+    assert registrations == {
+        "eval-worker": ["accounts", "add", "eval-worker", "--role=scorer-client"],  # it only scores
+        "judge": ["accounts", "add", "judge", "--role=service"],  # pairs: list, annotate, close
+    }
+    judge = pods["Deployment/cheems-judge"]["containers"][0]
+    assert not [e for e in judge.get("env", []) if "DATABASE" in e["name"] or "KAFKA" in e["name"]]
+    assert not judge.get("envFrom") and not [a for a in judge["args"] if "--db" in a or "--bootstrap" in a]
     assert "--accounts" in pods["Deployment/cheems-scorer"]["containers"][0]["args"]
 
 

@@ -72,14 +72,17 @@ def test_the_check_finds_a_literal() -> None:
 def test_the_dev_overlay_takes_its_secrets_from_the_generated_files() -> None:
     secrets = by_kind(render("overlays/dev"), "Secret")
     decoded = {name: {k: base64.b64decode(v).decode() for k, v in d["data"].items()} for name, d in secrets.items()}
-    assert len(decoded) == 2  # cheems-secrets-HASH and cheems-account-eval-worker-HASH
-    values = {("cheems" if name.startswith("cheems-secrets") else "eval-worker"): v for name, v in decoded.items()}
+    assert len(decoded) == 3  # cheems-secrets-HASH, cheems-account-eval-worker-HASH and cheems-account-judge-HASH
+    values = {name.rsplit("-", 1)[0].removeprefix("cheems-account-").removeprefix("cheems-"): v
+              for name, v in decoded.items()}  # fmt: skip
+    values["cheems"] = values.pop("secrets")
     env = (tree() / "overlays" / "dev" / "secrets" / "cheems.env").read_text()
     cheems = values["cheems"]
     assert set(cheems) == {"postgres-password", "database-url", "scorer-token", "judge-api-key"}
     assert f"scorer-token={cheems['scorer-token']}\n" in env
     assert f":{cheems['postgres-password']}@" in cheems["database-url"]
     assert len(values["eval-worker"]["token"]) >= 43  # 32 random bytes, URL-safe base64
+    assert len(values["judge"]["token"]) >= 43 and values["judge"]["token"] != values["eval-worker"]["token"]
     committed = "".join(p.read_text(encoding="utf-8") for p in committed_manifests())
     assert not any(v in committed for secret in values.values() for v in secret.values())
 
@@ -87,7 +90,7 @@ def test_the_dev_overlay_takes_its_secrets_from_the_generated_files() -> None:
 def test_dev_secrets_are_random_private_and_kept_on_a_rerun(tmp_path: Path) -> None:
     module = dev_secrets()
     folder = tmp_path / "secrets"
-    assert {p.name for p in module.write(folder)} == {"cheems.env", "eval-worker.env"}
+    assert {p.name for p in module.write(folder)} == {"cheems.env", "eval-worker.env", "judge.env"}
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     first = {p.name: p.read_text() for p in folder.iterdir()}
     for path in folder.iterdir():

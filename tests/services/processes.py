@@ -18,12 +18,14 @@ SERVING = health_pb2.HealthCheckResponse.SERVING
 
 
 class Service:
-    """A `cheems` process with its output in files; `stop()` sends SIGTERM and returns the exit code."""
+    """A `cheems` process with its output in files; `stop()` sends SIGTERM and returns the exit code; `env`: its
+    whole environment (default: this process's)."""
 
-    def __init__(self, args: Sequence[str], logs: Path) -> None:
+    def __init__(self, args: Sequence[str], logs: Path, env: dict[str, str] | None = None) -> None:
         self.out, self.err = logs.with_suffix(".out"), logs.with_suffix(".err")
         with self.out.open("wb") as out, self.err.open("wb") as err:
-            self.process = subprocess.Popen([*CHEEMS, *args], stdout=out, stderr=err, env=dict(os.environ))
+            environment = dict(os.environ) if env is None else env
+            self.process = subprocess.Popen([*CHEEMS, *args], stdout=out, stderr=err, env=environment)
 
     def output(self) -> str:
         return self.out.read_text(errors="replace") + self.err.read_text(errors="replace")[-3000:]

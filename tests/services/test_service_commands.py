@@ -1,5 +1,5 @@
-"""The long-running commands Kubernetes runs, as real processes: `cheems db upgrade`, then
-`cheems service ingestion|annotation|evaluation|eval-worker|eval-sink` become SERVING on gRPC health,
+"""The long-running commands Kubernetes runs, as real processes (`cheems db upgrade`, its one-shot init step, in this
+process), then `cheems service ingestion|annotation|evaluation|eval-worker|eval-sink` become SERVING on gRPC health,
 do their work for an account's token (refusing a call without one; over TLS for ingestion), never show the token
 in their logs or their command line (`ps`), and exit 0 on SIGTERM.
 
@@ -10,7 +10,6 @@ the `db_url` fixture of tests/conftest.py.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy import func, select
+from typer.testing import CliRunner
 
 from cheems.processes.ports import free_port
 from cheems.roles import OPERATOR
@@ -32,6 +32,7 @@ from cheems.v1 import (
     ingestion_pb2,
     ingestion_pb2_grpc,
 )
+from cheems_cli.main import app
 from evaluator.evaluate import load_subsets
 from evaluator.pipeline.runs import run_state, start_run
 from evaluator.server import SERVICE as EVALUATION_SERVICE
@@ -47,7 +48,7 @@ from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import head_revision
 from services.store.models import Prompt, Response
 from tests.services.accounts import account
-from tests.services.processes import CHEEMS, SERVING, Service
+from tests.services.processes import SERVING, Service
 from tests.services.tls import self_signed
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
@@ -79,8 +80,9 @@ def start() -> Iterator[Start]:
 
 
 def db_upgrade(url: str) -> None:
-    run = subprocess.run([*CHEEMS, "db", "upgrade", "--db", url], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-3000:]
+    """`cheems db upgrade` (in this process: a one-shot command, no server; Kubernetes' init step runs the same)."""
+    run = CliRunner().invoke(app, ["db", "upgrade", "--db", url])
+    assert run.exit_code == 0, (run.output[-3000:], run.exception)
     assert run.stdout.strip() == f"database at revision {head_revision()}"
 
 
@@ -283,5 +285,6 @@ def test_evaluation_service_starts_a_run(broker: EmbeddedBroker, tmp_path: Path,
 
 def test_evaluation_service_refuses_a_bench_root_that_is_not_a_directory(tmp_path: Path) -> None:
     args = ["service", "evaluation", "--bootstrap", "127.0.0.1:1", "--bench-root", "nope"]
-    run = subprocess.run([*CHEEMS, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert run.returncode == 2 and "--bench-root" in run.stderr and "is not a directory" in run.stderr
+    run = CliRunner().invoke(app, args)  # refused before it starts anything: no process needed
+    said = " ".join(run.stderr.translate(str.maketrans("│╭╮╰╯─", "      ")).split())  # rich's box unwrapped
+    assert run.exit_code == 2 and "--bench-root" in said and "is not a directory" in said, said

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from cheems.roles import SERVICE
 from system.plan import SystemConfig, addresses, plan
 from tests.k8s.test_consistency import resolve
 
@@ -31,8 +32,23 @@ def test_every_process_gets_its_account_by_a_file_never_a_token(tmp_path: Path) 
     assert not any(a in ("--token", "--api-key") or a.startswith("chm_") for args in by_name.values() for a in args)
 
 
-def test_without_a_judge_there_is_no_judge_worker(tmp_path: Path) -> None:
-    assert "judge" not in [p.name for p in plan(SystemConfig(data_dir=tmp_path))]
+def test_the_judge_calls_the_annotation_service_with_its_own_account_and_nothing_else(tmp_path: Path) -> None:
+    """No store, no broker: the annotation service's address and the token file of `judge` (role service), which
+    `cheems up` makes; the annotation service opens the pairs of the AI sources."""
+    config = SystemConfig(data_dir=tmp_path, judge_url="http://127.0.0.1:9/v1", ai_sources="gpt*", ports_from=20000)
+    by_name = {p.name: p for p in plan(config)}
+    judge, annotation = by_name["judge"].args, by_name["annotation"]
+    assert judge[judge.index("--token-file") + 1] == str(tmp_path / "accounts" / "judge.token")
+    assert judge[judge.index("--annotation-url") + 1] == f"127.0.0.1:{annotation.port}"
+    assert not {"--db", "--bootstrap"} & set(judge)
+    assert annotation.args[annotation.args.index("--ai-sources") + 1] == "gpt*"
+    assert config.account_roles["judge"] == SERVICE
+
+
+def test_without_a_judge_there_is_no_judge_worker_nor_pair_tasks_nor_its_account(tmp_path: Path) -> None:
+    config = SystemConfig(data_dir=tmp_path)
+    assert "judge" not in [p.name for p in plan(config)] and "judge" not in config.account_roles
+    assert "--ai-sources" not in next(p.args for p in plan(config) if p.name == "annotation")
 
 
 @pytest.mark.parametrize("judge", ["", "http://127.0.0.1:9/v1"])

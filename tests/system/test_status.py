@@ -105,8 +105,9 @@ def test_the_report_and_its_json_shape(engine: Engine) -> None:
 
 def test_cli_json_on_a_real_store(engine: Engine, db_url: str) -> None:
     fill(engine)
+    rule = ["--people-per-prompt", "3", "--lease", "60"]
     run = subprocess.run(
-        [sys.executable, "-m", "cheems_cli", "status", "--db", db_url, "--json", "--timeout", "0.5"],
+        [sys.executable, "-m", "cheems_cli", "status", "--db", db_url, "--json", "--timeout", "0.5", *rule],
         capture_output=True,
         text=True,
         timeout=60,
@@ -118,6 +119,8 @@ def test_cli_json_on_a_real_store(engine: Engine, db_url: str) -> None:
     assert {"id", "path", "dataset", "overall", "state", "aliases", "tracking"} <= set(report["models"][0])
     assert report["training_runs"][0]["tracking"]["tensorboard"].endswith("/tensorboard")
     assert {"id", "model_id", "state", "overall"} <= set(report["eval_runs"][0])
+    queue = report["annotation_queue"]
+    assert (queue["people_per_prompt"], queue["lease_seconds"], queue["held"]) == (3, 60.0, [])
 
 
 def test_the_scorers_models_their_dtype_and_reward_watch(tiny_checkpoint: Callable[..., Path], tmp_path: Path) -> None:
@@ -178,3 +181,40 @@ def test_a_judge_that_does_not_answer_is_left_out_with_its_metrics_url() -> None
     report = status(None, {"ingestion": nobody, "judge": nobody}, 0.5, metrics=urls, optional=("judge",))
     assert report["services"] == {"ingestion": "UNREACHABLE"}
     assert report["metrics"] == {"ingestion": "http://127.0.0.1:1/metrics"}
+
+
+def test_status_says_who_holds_which_tasks_and_which_prompts_the_accounts_cannot_finish(engine: Engine) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from services.annotation.algorithm.protocol import triple_tasks
+    from services.annotation.config import QueueConfig
+    from services.store.accounts import add_annotator
+    from services.store.annotators import assign
+
+    seven = [(f"r{i}", f"第{i}个回答") for i in range(1, 8)]  # 7 responses: 11 triples
+    with session_scope(engine) as session:
+        for name in [f"标注员{n}" for n in range(8)]:
+            add_annotator(session, name)
+        for n in range(2):
+            pid, _ = repository.add_sample(session, f"七个回答{n}", seven, ["推理"])
+            repository.create_tasks(session, pid, triple_tasks([k for k, _ in seven]), "triple")
+        assign(session, "标注员1", datetime.now(UTC), QueueConfig(), limit=1)
+        assign(session, "标注员0", datetime.now(UTC) - timedelta(hours=1), QueueConfig())  # idle for an hour
+    report = status(engine, {})
+    queue = report["annotation_queue"]
+    assert (queue["open_triples"], queue["free_triples"], queue["people_per_prompt"]) == (22, 21, 0)
+    held = {h["annotator"]: (h["tasks"], h["idle"]) for h in queue["held"]}
+    assert held == {"标注员0": (2, 2), "标注员1": (1, 0)}  # one triple of each prompt: the paper's rule
+    assert queue["held"][0]["oldest_seconds"] >= 3600
+    assert queue["unfinishable"] == {"prompts": 2, "needed": 11, "accounts": 8}
+    text = render(report)
+    assert (
+        "annotation queue: 22 open triples, 21 free; held by 标注员0 2 (oldest 60 min, 2 idle past the lease)" in text
+    )
+    assert (
+        "  2 prompts cannot be finished: one needs up to 11 different people (--people-per-prompt 0: every triple a "
+        "different person) and 8 active accounts annotate; set the annotation service's --people-per-prompt 8"
+    ) in text
+    eight = status(engine, {}, queue=QueueConfig(people_per_prompt=8))["annotation_queue"]
+    assert eight["unfinishable"] == {"prompts": 0, "needed": 0, "accounts": 8}
+    assert "cannot be finished" not in render(status(engine, {}, queue=QueueConfig(people_per_prompt=8)))

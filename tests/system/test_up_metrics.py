@@ -63,6 +63,12 @@ def metrics_urls(system: RunningUp) -> dict[str, str]:
     return dict(json.loads(run.stdout)["metrics"])
 
 
+@pytest.fixture(scope="module")
+def urls(running_up: RunningUp) -> dict[str, str]:
+    """`cheems status --json`'s metrics URLs, asked once for the module's tests (the ports do not move)."""
+    return metrics_urls(running_up)
+
+
 def handled(families: dict[str, Any], service: str, method: str, code: str) -> float:
     labels = {"grpc_service": service, "grpc_method": method, "grpc_code": code}
     return sample_value(families, "grpc_server_handled_total", labels)
@@ -77,8 +83,7 @@ def eventually(read: Callable[[], Any], ok: Callable[[Any], bool], timeout: floa
         time.sleep(0.5)
 
 
-def test_every_process_names_its_metrics_and_passes_promtool(running_up: RunningUp) -> None:
-    urls = metrics_urls(running_up)
+def test_every_process_names_its_metrics_and_passes_promtool(urls: dict[str, str]) -> None:
     assert set(urls) == PROCESSES
     for name, url in urls.items():
         with urllib.request.urlopen(url, timeout=10) as reply:
@@ -93,15 +98,17 @@ def test_every_process_names_its_metrics_and_passes_promtool(running_up: Running
     assert {s["process"] for s in series(up, "cheems_up_restarts_total")} == PROCESSES - {"up"} | {"broker"}
 
 
-def test_every_metric_the_alert_rules_and_the_dashboard_name_is_scraped(running_up: RunningUp) -> None:
+def test_every_metric_the_alert_rules_and_the_dashboard_name_is_scraped(urls: dict[str, str]) -> None:
     """k8s/components/monitoring's rules and panels name only metrics a live system exports (or exempt ones)."""
     from tests.k8s.monitoring import assert_every_name_scraped
 
-    assert_every_name_scraped(metrics_urls(running_up))
+    assert_every_name_scraped(urls)
 
 
-def test_calls_move_exactly_their_counters_on_the_service_that_served_them(running_up: RunningUp) -> None:
-    urls, port = metrics_urls(running_up), running_up.config.port
+def test_calls_move_exactly_their_counters_on_the_service_that_served_them(
+    running_up: RunningUp, urls: dict[str, str]
+) -> None:
+    port = running_up.config.port
     operator = running_up.token(OPERATOR_ACCOUNT)
     before = {name: scrape(url) for name, url in urls.items()}
     ingestion = f"127.0.0.1:{port(hosting.INGESTION_PORT)}"
@@ -153,8 +160,8 @@ def test_calls_move_exactly_their_counters_on_the_service_that_served_them(runni
     assert "cheems_eval_items_scored" in after["eval-sink"] and "cheems_bus_consumer_lag" in after["eval-worker"]
 
 
-def test_a_record_that_does_not_decode_is_a_dead_letter(running_up: RunningUp) -> None:
-    url = metrics_urls(running_up)["annotation"]
+def test_a_record_that_does_not_decode_is_a_dead_letter(running_up: RunningUp, urls: dict[str, str]) -> None:
+    url = urls["annotation"]
 
     def dead(families: dict[str, Any]) -> float:
         groups = {s["group"] for s in series(families, "cheems_bus_dead_letters_total") if s["topic"] == topics.SAMPLES}
@@ -170,8 +177,7 @@ def test_a_record_that_does_not_decode_is_a_dead_letter(running_up: RunningUp) -
     assert eventually(lambda: dead(scrape(url)), lambda n: n == before + 1) == before + 1
 
 
-def test_a_restart_is_counted_on_cheems_ups_metrics(running_up: RunningUp) -> None:
-    urls = metrics_urls(running_up)
+def test_a_restart_is_counted_on_cheems_ups_metrics(running_up: RunningUp, urls: dict[str, str]) -> None:
     restarts = {"process": "eval-sink"}
     before = sample_value(scrape(urls["up"]), "cheems_up_restarts_total", restarts)
     os.kill(running_up.supervisor.pids()["eval-sink"], signal.SIGKILL)
@@ -182,10 +188,12 @@ def test_a_restart_is_counted_on_cheems_ups_metrics(running_up: RunningUp) -> No
     assert sample_value(scrape(urls["up"]), "cheems_up_restarts_total", {"process": "ingestion"}) == 0
 
 
-def test_the_judges_annotations_are_counted_on_its_metrics(running_up: RunningUp) -> None:
-    url = metrics_urls(running_up)["judge"]
-    ai = {"kind": "ai"}
-    before = sample_value(scrape(url), "cheems_annotations_total", ai)
+def test_the_judges_verdicts_are_counted_on_its_metrics_and_the_annotation_services(
+    running_up: RunningUp, urls: dict[str, str]
+) -> None:
+    """The judge submits through the annotation service: its submitted verdicts, the service's stored AI annotations
+    and the store agree; the judge consumes nothing from Kafka."""
+    submitted, ai = {"outcome": "submitted"}, {"kind": "ai"}
     item = read_bench(JUDGED)[0]
     sample = common_pb2.Sample(
         prompt=item.input, responses=[common_pb2.Response(id=r.id, content=r.content) for r in item.responses],
@@ -195,19 +203,20 @@ def test_the_judges_annotations_are_counted_on_its_metrics(running_up: RunningUp
                       token=running_up.token(OPERATOR_ACCOUNT)) as channel:  # fmt: skip
         stub = ingestion_pb2_grpc.IngestionServiceStub(channel)
         assert stub.Ingest(iter([ingestion_pb2.IngestRecord(sample=sample, line=1)]), timeout=60).stored == 1
-    # once the judge is done with the prompt, its counter equals the AI annotations the store holds
+    # once the judge is done with the prompt, both counters equal the AI annotations the store holds
     engine = create_engine_for(StoreConfig(running_up.config.database))
     try:
 
-        def counted_and_stored() -> tuple[float, int]:
+        def counted_and_stored() -> tuple[float, float, int]:
             with session_scope(engine) as session:
                 stored = session.scalar(select(func.count()).select_from(Annotation).where(Annotation.kind == "ai"))
-            return sample_value(scrape(url), "cheems_annotations_total", ai), int(stored or 0)
+            judged = sample_value(scrape(urls["judge"]), "cheems_judge_pairs_total", submitted)
+            return judged, sample_value(scrape(urls["annotation"]), "cheems_annotations_total", ai), int(stored or 0)
 
-        counted, stored = eventually(counted_and_stored, lambda cs: cs[0] > before and cs[0] == cs[1])
+        counted = eventually(counted_and_stored, lambda c: c[2] > 0 and c[0] == c[1] == c[2])
     finally:
         engine.dispose()
-    assert counted > before and counted == stored
-    families = scrape(url)
-    assert any(s["topic"] == topics.SAMPLES for s in series(families, "cheems_bus_consumer_lag"))
+    assert counted[2] > 0 and counted[0] == counted[1] == counted[2], counted
+    families = scrape(urls["judge"])
+    assert series(families, "cheems_bus_consumer_lag") == []  # no Kafka: it calls the annotation service
     assert handled(families, "grpc.health.v1.Health", "Check", "OK") >= 1

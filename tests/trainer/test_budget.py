@@ -3,6 +3,7 @@ that keep or refuse a checkpoint's batching: end to end on the tiny real-vocabul
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from trainer.config import TrainConfig
 from trainer.loss import bt_loss
 from trainer.microbatch import Forward
 from trainer.sampler import SamplerConfig, epoch_batches, pairs_in_batch
-from trainer.train import load_data, train
+from trainer.train import TrainResult, load_data, train
 
 pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 
@@ -48,16 +49,34 @@ def log_of(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
+@pytest.fixture(scope="module")
+def fixed(tiny: Path, data_file: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, TrainResult, str]:
+    """One epoch with a fixed micro batch and the default settings, what trainer.train logged at INFO captured:
+    (folder, result, log text), shared by the tests that read it (read-only)."""
+    out = tmp_path_factory.mktemp("fixed") / "fixed"
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    logger = logging.getLogger("trainer.train")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        result = train(config(tiny, data_file, out))
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    return out, result, stream.getvalue()
+
+
 def test_a_budget_that_holds_the_whole_step_trains_exactly_as_a_fixed_micro_batch(
-    tiny: Path, data_file: Path, tmp_path: Path
+    tiny: Path, data_file: Path, tmp_path: Path, fixed: tuple[Path, TrainResult, str]
 ) -> None:
-    fixed = train(config(tiny, data_file, tmp_path / "fixed"))
     budget = train(config(tiny, data_file, tmp_path / "budget", max_tokens=100_000, global_batch_size=10))
-    assert budget.steps == fixed.steps
+    assert budget.steps == fixed[1].steps
     assert [r["loss"] for r in log_of(tmp_path / "budget")] == pytest.approx(
-        [r["loss"] for r in log_of(tmp_path / "fixed")], abs=1e-6
+        [r["loss"] for r in log_of(fixed[0])], abs=1e-6
     )
-    a = load_file(tmp_path / "fixed" / "model" / "model.safetensors")
+    a = load_file(fixed[0] / "model" / "model.safetensors")
     b = load_file(tmp_path / "budget" / "model" / "model.safetensors")
     for name in a:
         torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-6, msg=name)
@@ -76,7 +95,7 @@ def test_a_small_budget_cuts_each_step_into_forwards_within_it_and_reports_them(
 
 def test_the_first_steps_recorded_loss_is_that_of_its_forwards(tiny: Path, data_file: Path, tmp_path: Path) -> None:
     """Read at a logging step, from sums kept on the device: still the loss of the step's own forwards."""
-    run = config(tiny, data_file, tmp_path / "run", micro_batch_size=6, grad_accum_steps=2)
+    run = config(tiny, data_file, tmp_path / "run", micro_batch_size=6, grad_accum_steps=2, stop_after=1)
     model, tokenizer = load_model(tiny)
     data = load_data(run, tokenizer)
     train(run)
@@ -93,15 +112,12 @@ def test_the_first_steps_recorded_loss_is_that_of_its_forwards(tiny: Path, data_
     assert first["forwards"] == 2 and first["responses"] == 12
 
 
-def test_start_up_is_reported_in_the_first_record_and_the_summary(
-    tiny: Path, data_file: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    with caplog.at_level(logging.INFO, logger="trainer.train"):
-        train(config(tiny, data_file, tmp_path / "run"))
-    startup = log_of(tmp_path / "run")[0]["startup"]
+def test_start_up_is_reported_in_the_first_record_and_the_summary(fixed: tuple[Path, TrainResult, str]) -> None:
+    out, _, said = fixed
+    startup = log_of(out)[0]["startup"]
     assert set(startup) == {"model", "data", "first_step", "total"}
     assert startup["total"] == pytest.approx(startup["model"] + startup["data"] + startup["first_step"], abs=0.01)
-    assert "start-up" in caplog.text and "first step" in caplog.text
+    assert "start-up" in said and "first step" in said
 
 
 def test_a_resume_keeps_a_steps_position_across_a_new_budget_and_refuses_other_batching(

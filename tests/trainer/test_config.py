@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.config import TrainConfig
+from trainer.config import FULL_LR, LORA_LR, TrainConfig
 from trainer.data import read_groups
 from trainer.recipes import RECIPES, qwen25_paper, recipe
 
@@ -19,7 +19,6 @@ ROOT = Path(__file__).resolve().parents[2]
         ("micro_batch_size", 0),
         ("max_length", 0),
         ("grad_accum_steps", 0),
-        ("lr", 0.0),
         ("lr", -1e-5),
         ("epochs", 0),
         ("warmup_ratio", 1.0),
@@ -110,7 +109,7 @@ def test_overrides_reject_bad_values_naming_the_key(assignment: str, key: str) -
 
 @pytest.mark.parametrize(
     ("assignment", "field"),
-    [("micro_batch_size=0", "micro_batch_size"), ("lr=0", "lr"), ("length_policy=middle", "length_policy")],
+    [("micro_batch_size=0", "micro_batch_size"), ("lr=-1", "lr"), ("length_policy=middle", "length_policy")],
 )
 def test_overrides_are_validated(assignment: str, field: str) -> None:
     with pytest.raises(ValueError, match=field):
@@ -147,7 +146,7 @@ def test_every_recipe_is_a_valid_runnable_config(name: str) -> None:
     assert TrainConfig(**config.to_dict()) == config  # passes validation as a whole, not only field by field
     assert config.model and config.train_files and all(f.endswith(".jsonl") for f in config.train_files)
     assert all(f.endswith(".jsonl") for f in config.eval_files)
-    assert 0 < config.lr < 1e-2 and 0 < config.warmup_ratio < 0.5 and config.max_grad_norm > 0
+    assert 0 < config.learning_rate < 1e-2 and 0 < config.warmup_ratio < 0.5 and config.max_grad_norm > 0
     assert config.eval_every >= 0 and config.save_every >= 0 and config.stop_after == 0  # never stops early
     assert config.resume and not config.trust_remote_code
     fresh = recipe(name)  # a new object per call: editing one run's config leaves the recipe alone
@@ -172,7 +171,7 @@ def test_paper_recipe_has_the_paper_hyperparameters() -> None:
         "global_batch_size": 256,
         "epochs": 2,
         "warmup_ratio": 0.1,
-        "lr": 5e-6,
+        "learning_rate": 5e-6,
     }
     assert {key: getattr(config, key) for key in table9} == table9
     assert config.model == "Qwen/Qwen2.5-72B-Instruct"
@@ -215,3 +214,22 @@ def test_report_to_names_backends_or_none(given: list[str], kept: list[str]) -> 
 def test_report_to_refuses_unknown_backends_naming_the_field(value: str, said: str) -> None:
     with pytest.raises(ValueError, match=f"report_to: {said}"):
         TrainConfig().with_overrides([f"report_to={value}"])
+
+
+def test_lr_zero_is_the_default_of_the_mode_whatever_the_order_of_the_overrides() -> None:
+    """lr=0 (the default) resolves when used: full fine-tuning's rate, or the adapters' once lora_rank is set, in
+    either order of `--set`, and from a recipe that leaves lr to the mode (the paper's)."""
+    assert TrainConfig().learning_rate == FULL_LR == 5e-6
+    assert TrainConfig(lora_rank=8).learning_rate == LORA_LR > 10 * FULL_LR
+    for order in (["lora_rank=16", "lr=0"], ["lr=0", "lora_rank=16"], ["lora_rank=16"]):
+        assert TrainConfig().with_overrides(order).learning_rate == LORA_LR, order
+    assert recipe("qwen25-paper").with_overrides(["lora_rank=16"]).learning_rate == LORA_LR
+    for order in (["lora_rank=16", "lr=3e-5"], ["lr=3e-5", "lora_rank=16"]):  # a rate set by hand is the rate
+        assert TrainConfig().with_overrides(order).learning_rate == 3e-5, order
+    assert TrainConfig(lora_rank=16, lr=3e-5).with_overrides(["lora_rank=0"]).learning_rate == 3e-5
+
+
+def test_qlora_with_fsdp_is_refused_in_one_line_naming_the_upstream_issue() -> None:
+    with pytest.raises(ValueError, match=r"load_in_4bit cannot run with fsdp=true.*bitsandbytes#1945") as caught:
+        TrainConfig(lora_rank=8, load_in_4bit=True, fsdp=True)
+    assert "\n" not in str(caught.value)

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -89,19 +90,12 @@ def test_kubeflow_trainer_environment_gives_the_endpoint() -> None:
     assert kubeflow_endpoint({"PET_MASTER_ADDR": "host"}) == f"host:{DEFAULT_RDZV_PORT}"
 
 
-def test_two_nodes_meet_at_the_rendezvous_and_train(tmp_path: Path) -> None:
+def test_two_nodes_meet_at_the_rendezvous_and_train(tmp_path: Path, tiny_checkpoint: Callable[..., Path]) -> None:
     """Two `cheems train` nodes: one world of 2, so each step takes 2 x micro_batch_size. Node 0 is told by flags
     (`--nnodes 2 --rdzv-endpoint`, as the Indexed Job does), node 1 only by the environment a Kubeflow Trainer v2
     torch runtime gives (PET_NNODES, PET_NPROC_PER_NODE, PET_MASTER_ADDR, PET_MASTER_PORT)."""
     cli = [sys.executable, "-m", "cheems_cli"]
-    made = subprocess.run(
-        [*cli, "init-model", "--out", str(tmp_path / "model"), "--hidden-size", "32"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert made.returncode == 0, made.stderr[-3000:]
+    model = tiny_checkpoint(hidden_size=32)  # the tiny RM `cheems init-model --hidden-size 32` makes, built once
     port = free_port()
     flags = ["--nnodes", "2", "--nproc", "1", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "test"]
     kubeflow = {"PET_NNODES": "2", "PET_NPROC_PER_NODE": "1", "PET_MASTER_ADDR": "127.0.0.1"}
@@ -111,7 +105,7 @@ def test_two_nodes_meet_at_the_rendezvous_and_train(tmp_path: Path) -> None:
         "train",
         "--recipe",
         "tiny-cpu",
-        *("--set", f"model={tmp_path / 'model'}"),
+        *("--set", f"model={model}"),
         *("--set", f"out_dir={tmp_path / 'run'}"),
         *("--set", "epochs=1"),
         *("--set", "micro_batch_size=10"),

@@ -33,6 +33,8 @@ def test_on_the_cpu_there_is_no_mfu_and_memory_is_the_resident_peak() -> None:
     assert non_embedding_parameters(model) == 8 * 4 + 4
     meter = Meter.for_run(model, torch.device("cpu"), bf16=True)
     assert meter.peak_flops is None and meter.flops_per_token == 6 * 36
+    model.proj.weight.requires_grad_(False)  # frozen as a LoRA base is: no weight gradient, only the bias's
+    assert Meter.for_run(model, torch.device("cpu"), bf16=True).flops_per_token == 4 * 36 + 2 * 4
     record = {"tokens_per_s": 100.0}
     meter.stamp(record)
     meter.finish(record)

@@ -1,7 +1,8 @@
 """What would make a plan that does not fit fit: each change tried alone on the same arithmetic (`estimate`).
 
 More GPUs (FSDP sharding over more of them, in whole nodes), activation checkpointing, cpu_offload (with the host
-memory it then needs on each node), a smaller micro batch or token budget. Pure: no torch, no I/O.
+memory it then needs on each node), a smaller micro batch or token budget, and for LoRA on one process or DDP an
+NF4 base (QLoRA, which never shards: no FSDP advice for it). Pure: no torch, no I/O.
 """
 
 from __future__ import annotations
@@ -35,13 +36,16 @@ def fixes(shape: ModelShape, setup: PlanSetup, batch: Batch, gpus_per_node: int 
             _checkpointing(shape, setup),
             _offload(shape, setup, gpus_per_node),
             _smaller_batch(shape, setup, batch),
+            _quantised(shape, setup),
         )
         if line
     ]
     if found:
         return found
-    everything = setup.but(fsdp=True, checkpointing=True, cpu_offload=True, tokens=batch.max_length)
-    if setup.world_size > 1 and estimate(shape, everything).fits:
+    everything = setup.but(checkpointing=True, tokens=batch.max_length)
+    if not setup.load_in_4bit:
+        everything = everything.but(fsdp=True, cpu_offload=True)
+    if setup.world_size > 1 and not setup.load_in_4bit and estimate(shape, everything).fits:
         return [
             "no one change fits; together they do: --set fsdp=true --set gradient_checkpointing=true "
             "--set cpu_offload=true --set micro_batch_size=1 --set max_tokens=0"
@@ -49,7 +53,8 @@ def fixes(shape: ModelShape, setup: PlanSetup, batch: Batch, gpus_per_node: int 
     least = estimate(shape, everything)
     if least.row("overhead") >= setup.budget:
         return [f"nothing: the fixed overhead alone ({least.row('overhead') / GIB:.1f} GiB) fills the GPU's budget"]
-    return ["nothing fits this GPU: even one sequence with checkpointing and offload needs more (lower max_length)"]
+    how = "checkpointing" if setup.load_in_4bit else "checkpointing and offload"
+    return [f"nothing fits this GPU: even one sequence with {how} needs more (lower max_length)"]
 
 
 def _fits(shape: ModelShape, setup: PlanSetup) -> bool:
@@ -57,6 +62,8 @@ def _fits(shape: ModelShape, setup: PlanSetup) -> bool:
 
 
 def _more_gpus(shape: ModelShape, setup: PlanSetup, per_node: int) -> str:
+    if setup.load_in_4bit:
+        return ""  # QLoRA does not shard (FSDP over NF4 weights is refused)
     sharded = setup.but(fsdp=True)
     need = _first(range(setup.world_size + 1, MAX_GPUS + 1), lambda w: _fits(shape, sharded.but(world_size=w)))
     if not need:
@@ -74,7 +81,7 @@ def _checkpointing(shape: ModelShape, setup: PlanSetup) -> str:
 
 
 def _offload(shape: ModelShape, setup: PlanSetup, per_node: int) -> str:
-    if setup.world_size == 1 or setup.cpu_offload:
+    if setup.world_size == 1 or setup.cpu_offload or setup.load_in_4bit:
         return ""
     offloaded = setup.but(fsdp=True, cpu_offload=True)
     if not _fits(shape, offloaded):
@@ -83,6 +90,14 @@ def _offload(shape: ModelShape, setup: PlanSetup, per_node: int) -> str:
     host = sum(states.row(name) for name in ("parameters", "gradients", "optimizer")) * min(per_node, setup.world_size)
     switch = "" if setup.fsdp else "fsdp=true "
     return f"cpu_offload: --set {switch}cpu_offload=true (then about {host / GIB:,.0f} GiB of host memory a node)"
+
+
+def _quantised(shape: ModelShape, setup: PlanSetup) -> str:
+    if not setup.lora_rank or setup.load_in_4bit or setup.mode == "FSDP":
+        return ""
+    if not _fits(shape, setup.but(load_in_4bit=True)):
+        return ""
+    return "QLoRA, the frozen base in NF4: --set load_in_4bit=true (CUDA only, not with FSDP)"
 
 
 def _smaller_batch(shape: ModelShape, setup: PlanSetup, batch: Batch) -> str:

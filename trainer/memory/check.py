@@ -3,6 +3,10 @@
     run = plan_run(config, world_size=32, gpus_per_node=8, budget=80 * GIB)   # `cheems train --plan`
     check_memory(config, world)        # in `trainer.train._train`, before `load_model`: ConfigError if it cannot fit
 
+`memory_check=warn` (TrainConfig) turns the refusal into a WARNING that says what it risks, and the run goes on:
+the plan's fixed costs (CUDA context, NCCL buffers, fragmentation) are estimates no GPU has confirmed, so a
+person who knows better may try; the run may then die of CUDA out-of-memory after loading, possibly mid-run.
+
 The budget is the GPU's total memory (torch.cuda.mem_get_info) on CUDA, or `gpu_memory` GiB when given; on the CPU
 there is none (host memory is not planned) and nothing is refused.
 """
@@ -49,6 +53,10 @@ def setup_of(config: TrainConfig, world_size: int, budget: int | None) -> PlanSe
         tokens=batch.max_tokens or batch.micro_batch_size * batch.max_length,
         budget=budget,
         row=batch.max_length,
+        lora_rank=config.lora_rank,
+        lora_targets=tuple(config.lora_targets),
+        lora_dropout=config.lora_dropout > 0,
+        load_in_4bit=config.load_in_4bit,
     )
 
 
@@ -114,7 +122,10 @@ def check_memory(
         log.warning("memory plan skipped: %s", e)
         return None
     if not run.plan.fits:
-        raise ConfigError(refusal(run))
+        if config.memory_check != "warn":
+            raise ConfigError(refusal(run))
+        log.warning(risk(run))
+        return run
     log.info("memory plan: %.1f of %.1f GiB a GPU", run.plan.total / GIB, budget / GIB)
     return run
 
@@ -128,5 +139,20 @@ def refusal(run: RunPlan) -> str:
     return (
         f"memory plan: {run.model} needs {plan.total / GIB:.1f} GiB a GPU on {plan.setup.world_size} GPU(s), the GPU "
         f"has {budget / GIB:.1f} GiB ({parts} GiB); to fit: {'; or '.join(run.fixes)} "
-        "(`cheems train --plan` prints the table)"
+        "(`cheems train --plan` prints the table); to run anyway at the risk of CUDA out-of-memory: "
+        "--set memory_check=warn"
+    )
+
+
+def risk(run: RunPlan) -> str:
+    """One line for `memory_check=warn`: the plan's figure against the GPU's, and what going on risks."""
+    plan, budget = run.plan, run.plan.setup.budget or 0
+    fixed = plan.row("overhead") + plan.row("fragmentation")
+    return (
+        f"memory plan: {run.model} needs {plan.total / GIB:.1f} GiB a GPU on {plan.setup.world_size} GPU(s), the "
+        f"GPU has {budget / GIB:.1f} GiB ({(plan.total - budget) / GIB:.1f} GiB over); going on because "
+        "memory_check=warn: the run may die of CUDA out-of-memory after the model has loaded, possibly mid-run "
+        "(a longer batch, an evaluation, a checkpoint), losing the steps since its last checkpoint; "
+        f"{fixed / GIB:.1f} GiB of the plan are fixed costs (CUDA context, NCCL buffers, fragmentation) "
+        "that no GPU has confirmed"
     )

@@ -3,7 +3,8 @@
     shape = count_shape(config)   # 72B: 71.46e9 parameters (the reward head replaces the 1.2e9 lm_head)
 
 The counts the plan needs are the whole model's, one decoder layer's (the largest; FSDP gathers layer by layer)
-and the rest (embeddings, final norm, reward head: the root group FSDP keeps gathered through a step).
+and the rest (embeddings, final norm, reward head: the root group FSDP keeps gathered through a step), and for
+adapters (`trainer.memory.lora`) every nn.Linear of the decoder by name and shape, and the reward head's size.
 """
 
 from __future__ import annotations
@@ -12,6 +13,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from cheems.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Linear:
+    name: str  # qualified in the sequence-classification model: "model.layers.0.self_attn.q_proj"
+    layer: int  # the decoder layer holding it
+    in_features: int
+    out_features: int
+    bias: bool
 
 
 @dataclass(frozen=True)
@@ -24,6 +34,9 @@ class ModelShape:
     hidden_size: int
     intermediate_size: int
     kv_size: int  # key/value width: num_key_value_heads x head_dim
+    linears: tuple[Linear, ...] = ()  # every nn.Linear inside the decoder layers (the head is not one of them)
+    head_parameters: int = 0  # the reward head's elements (`score`: hidden_size x 1)
+    head_tensors: int = 0
 
 
 def count_shape(config: Any, trust_remote_code: bool = False) -> ModelShape:
@@ -43,6 +56,7 @@ def count_shape(config: Any, trust_remote_code: bool = False) -> ModelShape:
         raise ConfigError(f"{type(model).__name__}: no decoder layers (base_model.layers) to plan with")
     per_layer = [sum(p.numel() for p in layer.parameters()) for layer in layers]
     total = sum(p.numel() for p in params)
+    head = model.get_submodule(_head_name(model))
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     return ModelShape(
@@ -54,4 +68,27 @@ def count_shape(config: Any, trust_remote_code: bool = False) -> ModelShape:
         hidden_size=config.hidden_size,
         intermediate_size=config.intermediate_size,
         kv_size=getattr(config, "num_key_value_heads", heads) * head_dim,
+        linears=_linears(model, layers),
+        head_parameters=sum(p.numel() for p in head.parameters()),
+        head_tensors=len(list(head.parameters())),
     )
+
+
+def _linears(model: Any, layers: Any) -> tuple[Linear, ...]:
+    import torch
+
+    names = {id(module): name for name, module in model.named_modules()}
+    return tuple(
+        Linear(names[id(module)], i, module.in_features, module.out_features, module.bias is not None)
+        for i, layer in enumerate(layers)
+        for module in layer.modules()
+        if isinstance(module, torch.nn.Linear)
+    )
+
+
+def _head_name(model: Any) -> str:
+    """The reward head: the module transformers' sequence-classification models name `score` (or `classifier`)."""
+    for name in ("score", "classifier"):
+        if hasattr(model, name):
+            return name
+    raise ConfigError(f"{type(model).__name__}: no reward head (score) to plan with")

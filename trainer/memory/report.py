@@ -6,6 +6,7 @@ from typing import Any
 
 from trainer.memory.check import RunPlan
 from trainer.memory.estimate import GIB
+from trainer.memory.lora import lora_counts
 
 
 def _gib(value: int) -> str:
@@ -33,6 +34,12 @@ def describe_setup(run: RunPlan) -> str:
     flags = [setup.mode, "bf16" if setup.bf16 else "fp32", checkpointing]
     if setup.cpu_offload:
         flags.append("cpu_offload")
+    if setup.adapters:
+        adapters = lora_counts(run.plan.shape, setup.lora_rank, setup.lora_targets)
+        flags.append(
+            f"{setup.adapters} r={setup.lora_rank} on {adapters.per_layer} linears a layer "
+            f"({_count(adapters.trainable)} trainable: adapters + head)"
+        )
     return f"{gpus}, {', '.join(flags)}; {setup.tokens:,} tokens a forward ({tokens})"
 
 
@@ -66,6 +73,7 @@ def plan_json(run: RunPlan) -> dict[str, Any]:
         "model": run.model,
         "source": run.source,
         "parameters": plan.shape.parameters,
+        "trainable": trainable(run),
         "setup": {**vars(plan.setup), "mode": plan.setup.mode, "gpus_per_node": run.gpus_per_node},
         "rows": [{"name": r.name, "bytes": r.bytes, "note": r.note} for r in plan.rows],
         "total_bytes": plan.total,
@@ -84,8 +92,16 @@ def why(run: RunPlan) -> str:
     if plan.setup.cpu_offload and plan.setup.mode == "FSDP":
         how = "in host memory"
     activations = plan.row("activations")
-    rest = plan.total - states - activations
+    base = plan.row("frozen base") if plan.setup.adapters else 0
+    rest = plan.total - states - activations - base
+    frozen = f"the frozen base {base / GIB:.1f} GiB, " if base else ""
     return (
-        f"parameters, gradients and AdamW state take {states / GIB:.1f} GiB a GPU ({how}); "
+        f"{frozen}parameters, gradients and AdamW state take {states / GIB:.1f} GiB a GPU ({how}); "
         f"activations {activations / GIB:.1f} GiB, the rest {rest / GIB:.1f} GiB"
     )
+
+
+def trainable(run: RunPlan) -> int:
+    """Trainable parameter elements: every one in full fine-tuning, the adapters and the head's copy with LoRA."""
+    setup, shape = run.plan.setup, run.plan.shape
+    return lora_counts(shape, setup.lora_rank, setup.lora_targets).trainable if setup.lora_rank else shape.parameters

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from cheems.precision import check_dtype
 from services.hosting import TRAINING_PORT
 from services.store.models import LAUNCHERS
 from trainer.datasets.recipes import PAPER_RECIPE, DistantSettings, dataset_recipe
 from trainer.recipes import RECIPES
 
 WORKLOADS = ("job", "trainjob")
-SUPERVISION_DTYPES = ("auto", "bfloat16", "float16", "float32")  # `cheems.precision`'s names (torch-free here)
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,4 @@ class TrainingConfig:
             raise ValueError("data_dir: required")
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ValueError("tls_cert and tls_key must be given together")
-        if self.supervision_dtype not in SUPERVISION_DTYPES:
-            raise ValueError(
-                f"supervision_dtype must be one of {', '.join(SUPERVISION_DTYPES)}, got {self.supervision_dtype!r}"
-            )
+        check_dtype(self.supervision_dtype, "supervision_dtype")  # `cheems.precision`'s names (a ValueError)

@@ -5,7 +5,10 @@
     request_overrides({"eval_files": '["open.jsonl"]'}, bench_root)        # names under bench_root -> their paths
 
 Every TrainConfig field is classified here (a test keeps it so): a KNOB is a number, a switch or a policy of the
-run (sizes, schedule, seed, prior, length policy, precision, sharding, how often to save and log); a field in
+run (sizes, schedule, seed, prior, length policy, precision, sharding, adapters, how often to save and log,
+and `memory_check=warn`, which risks the caller's own run only: a plan that does not fit goes on and may die
+of CUDA out-of-memory. The check weighs a run against a card's total memory, not what is free, so it never
+guarded other work on the same GPU; a Kubernetes job holds its GPUs alone); a field in
 REFUSED reaches the service's host (a model directory or Hub id, `trust_remote_code`, a data file, an output
 or cache folder) and only the service, or whoever configures it, sets it. Two keys are not TrainConfig fields:
 `eval_files` in a request names bench files under the service's bench root (as the evaluation service's StartRun
@@ -22,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cheems.errors import InvalidInput
+from cheems.formats.benchfile import bench_file_under
 from trainer.config import TrainConfig
 
 BASE_MODEL = "base_model"  # a request's base model: a registered model's id or alias, never a path
@@ -33,6 +37,7 @@ KNOBS = frozenset(
         "bf16", "gradient_checkpointing", "fsdp", "cpu_offload", "export_shard_bytes", "prefix_sharing",
         "attn_implementation", "eval_every", "eval_ece_bins", "save_every", "stop_after", "resume", "progress",
         "log_every", "compile", "report_to", "experiment", "run_name",
+        "lora_rank", "lora_alpha", "lora_dropout", "lora_targets", "load_in_4bit", "memory_check",
     }
 )  # fmt: skip
 REFUSED = {
@@ -66,23 +71,16 @@ def request_overrides(overrides: Mapping[str, str], bench_root: Path) -> dict[st
 
 
 def bench_files(value: str, bench_root: Path) -> list[Path]:
-    """`eval_files` (a JSON list or comma-separated) as files under `bench_root`; BadOverride naming the entry."""
+    """`eval_files` (a JSON list or comma-separated) as files under `bench_root` (the rule of StartRun's bench files,
+    `cheems.formats.benchfile.bench_file_under`); BadOverride naming the entry."""
     try:
         names = json.loads(value) if value.startswith("[") else [n for n in value.split(",") if n]
     except ValueError:
         raise BadOverride(f"overrides: {EVAL_FILES} is not a JSON list of bench file names: {value[:80]!r}") from None
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise BadOverride(f"overrides: {EVAL_FILES} must be a list of bench file names")
-    base, paths = bench_root.resolve(), []
-    for index, name in enumerate(names):
-        path = (base / name).resolve() if name and "\0" not in name else base
-        if path == base or not path.is_relative_to(base):
-            raise BadOverride(f"overrides: {EVAL_FILES}[{index}] {name[:80]!r} is not a file name under the "
-                              "training service's bench root (name its bench files, as StartRun does)")  # fmt: skip
-        if not path.is_file():
-            raise BadOverride(f"overrides: {EVAL_FILES}[{index}]: no file {name[:80]!r} under the bench root")
-        paths.append(path)
-    return paths
+    field = f"overrides: {EVAL_FILES}"
+    return [bench_file_under(bench_root, name, f"{field}[{i}]", BadOverride) for i, name in enumerate(names)]
 
 
 def unclassified() -> set[str]:

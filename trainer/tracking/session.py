@@ -55,7 +55,12 @@ def start_tracking(config: TrainConfig, world: World, step: int = 0) -> Tracking
         tracking.close(failed=True)
         raise
     tracking.ids = {run.name: run.id for run in tracking.runs}
-    extra = {"data_sha256": files_digest(config.train_files), "world_size": world.size, "device": world.device.type}
+    extra = {
+        "data_sha256": files_digest(config.train_files),
+        "world_size": world.size,
+        "device": world.device.type,
+        "learning_rate": config.learning_rate,  # lr as resolved (0 = the mode's default)
+    }
     tracking.log_params(run_params(config.to_dict(), extra))
     return tracking
 

@@ -14,6 +14,12 @@ Two formats, recorded in `position.json`:
   shards of the model and optimizer state (`__0_0.distcp`, `__1_0.distcp`, ... and `.metadata`), so no rank
   ever holds the whole state; plus config.json, the tokenizer and trainer_state.pt (scheduler and RNG).
 
+A model with frozen parameters (adapters over a frozen base: `trainer.adapters`) saves its trainable state only,
+in either format: `torch.distributed.checkpoint.state_dict` with `ignore_frozen_params` (the adapters, the head's
+trained copy and their optimizer state; the base comes from `config.model` again), the full format's weights in
+`trainable.safetensors`. `position.json` records which (`weights`: all or trainable), and a run resumes only its
+own kind.
+
 A run resumes only the format it writes (a checkpoint without a format is a full one, as all were before
 sharded ones); `trainer_state.pt` is read with `weights_only=True` (no arbitrary pickle).
 """
@@ -46,6 +52,8 @@ POSITION = "position.json"
 TRAINER_STATE = "trainer_state.pt"
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 FORMATS = {False: "full", True: "sharded"}  # by `sharded`: what a run writes and resumes
+TRAINABLE = "trainable.safetensors"  # the full format's weights when the model has frozen parameters
+WEIGHTS = {False: "all", True: "trainable"}  # by `frozen_in`: what a checkpoint holds
 
 
 def checkpoint_dir(out_dir: str | Path, step: int) -> Path:
@@ -85,20 +93,24 @@ def save(
     if world.is_main and (directory / POSITION).exists():  # written again: incomplete until its new position is
         (directory / POSITION).unlink()
         sync_folder(directory)
+    frozen = frozen_in(model)
     if sharded:
         _save_sharded(directory, model, base, tokenizer, optimizer, world)
         extra: dict[str, Any] = {}
     else:
-        model_state = get_model_state_dict(model, options=FULL)
+        model_state = get_model_state_dict(model, options=_options(frozen, full=True))
         extra = {"optimizer": get_optimizer_state_dict(model, optimizer, options=FULL)}
-        if world.is_main:
+        if world.is_main and frozen:
+            _save_trainable(directory, dict(model_state), base, tokenizer)
+        elif world.is_main:
             save_model(base, tokenizer, directory, state_dict=dict(model_state))
     if world.is_main:
         torch.save({**extra, "scheduler": scheduler.state_dict(), "rng": _rng_state()}, directory / TRAINER_STATE)
     barrier(world)  # every rank's part is on disk before the position marks the checkpoint complete
     if world.is_main:
         sync_tree(directory)  # every part on disk before the marker that says the checkpoint is whole
-        write_atomic(directory / POSITION, json.dumps({**position, "format": FORMATS[sharded]}) + "\n")
+        marked = {**position, "format": FORMATS[sharded], "weights": WEIGHTS[frozen]}
+        write_atomic(directory / POSITION, json.dumps(marked) + "\n")
     barrier(world)
 
 
@@ -112,6 +124,8 @@ def load(directory: Path, model: Any, optimizer: Any, scheduler: Any, sharded: b
             f"resumes {FORMATS[sharded]} ones: resume with fsdp={str(saved == FORMATS[True]).lower()}, "
             "or train into a new out_dir"
         )
+    frozen = frozen_in(model)
+    _check_weights(directory, position.pop("weights", WEIGHTS[False]), frozen)
     state = torch.load(directory / TRAINER_STATE, weights_only=True)
     if sharded:
         _load_sharded(directory, model, optimizer)
@@ -119,9 +133,10 @@ def load(directory: Path, model: Any, optimizer: Any, scheduler: Any, sharded: b
         weights: dict[str, Any] = {}
         for file in sorted(directory.glob("*.safetensors")):
             weights.update(load_file(file))
-        options = StateDictOptions(full_state_dict=True)
-        set_model_state_dict(model, weights, options=options)
-        set_optimizer_state_dict(model, optimizer, state["optimizer"], options=options)
+        if frozen:
+            _check_trainable(directory, weights, model)
+        set_model_state_dict(model, weights, options=_options(frozen, full=True, strict=not frozen))
+        set_optimizer_state_dict(model, optimizer, state["optimizer"], options=StateDictOptions(full_state_dict=True))
     scheduler.load_state_dict(state["scheduler"])
     torch.set_rng_state(state["rng"]["torch"])
     random.setstate(_as_tuple(state["rng"]["python"]))
@@ -146,13 +161,59 @@ def _load_sharded(directory: Path, model: Any, optimizer: Any) -> None:
 
     state = _sharded_state(model, optimizer)
     dcp.load(state, checkpoint_id=directory)  # each rank reads its own shards into `state`, in place
-    set_model_state_dict(model, state["model"])
+    frozen = frozen_in(model)
+    set_model_state_dict(model, state["model"], options=_options(frozen, strict=not frozen))
     set_optimizer_state_dict(model, optimizer, state["optimizer"])
 
 
 def _sharded_state(model: Any, optimizer: Any) -> dict[str, Any]:
-    """Model and optimizer state as each rank holds it (DTensor shards): what dcp writes and reads."""
-    return {"model": get_model_state_dict(model), "optimizer": get_optimizer_state_dict(model, optimizer)}
+    """Model and optimizer state as each rank holds it (DTensor shards), the trainable part of a model with frozen
+    parameters: what dcp writes and reads."""
+    model_state = get_model_state_dict(model, options=_options(frozen_in(model)))
+    return {"model": model_state, "optimizer": get_optimizer_state_dict(model, optimizer)}
+
+
+def frozen_in(model: Any) -> bool:
+    """Whether `model` has frozen parameters (adapters over a frozen base): its checkpoints hold the rest only."""
+    return any(not p.requires_grad for p in model.parameters())
+
+
+def _options(frozen: bool, full: bool = False, strict: bool = True) -> StateDictOptions:
+    """State dict options: a whole state on rank 0's CPU (`full`) or each rank's shards; frozen parameters left
+    out when `frozen` (and, loading, not asked for: `strict` off)."""
+    return StateDictOptions(full_state_dict=full, cpu_offload=full, ignore_frozen_params=frozen, strict=strict)
+
+
+def _save_trainable(directory: Path, state: dict[str, Any], base: Any, tokenizer: Any) -> None:
+    """The full format's trainable weights (`trainable.safetensors`), with the model's config and tokenizer."""
+    from safetensors.torch import save_file
+
+    directory.mkdir(parents=True, exist_ok=True)
+    save_file({name: tensor.contiguous() for name, tensor in state.items()}, directory / TRAINABLE)
+    base.config.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+
+
+def _check_weights(directory: Path, saved: str, frozen: bool) -> None:
+    """Refuse a checkpoint holding the other kind of weights (all of them, or the trainable ones)."""
+    if saved != WEIGHTS[frozen]:
+        mode = "adapters (lora_rank > 0)" if saved == WEIGHTS[True] else "full fine-tuning (lora_rank=0)"
+        raise ConfigError(
+            f"{directory} holds {saved} weights of a run with {mode}; this run holds {WEIGHTS[frozen]}: resume with "
+            "the run's own lora_rank, or train into a new out_dir"
+        )
+
+
+def _check_trainable(directory: Path, weights: dict[str, Any], model: Any) -> None:
+    """Refuse trainable weights of other names than the model's (other lora_targets): loaded with strict off,
+    they would be skipped silently."""
+    expected = set(get_model_state_dict(model, options=_options(True)))
+    if set(weights) != expected:
+        odd = sorted(set(weights) ^ expected)[:3]
+        raise ConfigError(
+            f"{directory}: its trainable weights are not this model's ({', '.join(odd)}, ...): resume with the same "
+            "lora_rank and lora_targets, or train into a new out_dir"
+        )
 
 
 def _rng_state() -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The trained model as a Hugging Face directory of safetensors shards, gathered one tensor at a time.
 
     export_model(base, tokenizer, OUT / "model", metadata, world, max_shard_bytes=5_000_000_000)
+    export_model(base, ..., tensors=merged_tensors(base))   # LoRA: the adapters merged in (trainer.adapters)
 
 Every rank walks the model's state dict in the same order; a sharded (FSDP2 DTensor) tensor is gathered whole
 (`full_tensor`, every rank takes part) and rank 0 adds it to the shard it is filling, writing the shard out
@@ -29,6 +30,7 @@ import glob
 import json
 import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -95,16 +97,17 @@ def export_model(
     metadata: dict[str, Any] | None,
     world: World,
     max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+    tensors: Iterable[tuple[str, torch.Tensor]] | None = None,
 ) -> Path | None:
     """Every rank calls it (each takes part in gathering the sharded tensors); rank 0 writes the export aside and
     swaps it into `directory`, and returns it; the others wait at the closing barrier until the new model is in
-    place, and return None."""
+    place, and return None. `tensors`: (name, whole tensor) pairs every rank yields in the same order, gathered
+    as they go (default: `base`'s state dict, `gathered`)."""
     target = directory.resolve()  # a link to the models' volume: the swap happens there, the link stays
     staging = begin(target) if world.is_main else None
     try:
         writer = ShardWriter(staging, max_shard_bytes) if staging is not None else None
-        for name, tensor in base.state_dict().items():
-            whole = full_tensor(tensor)
+        for name, whole in gathered(base) if tensors is None else tensors:
             if writer is not None:
                 writer.add(name, whole)
             del whole
@@ -178,6 +181,12 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
     else:
         path.unlink(missing_ok=True)
+
+
+def gathered(base: Any) -> Iterable[tuple[str, torch.Tensor]]:
+    """(name, whole tensor) of `base`'s state dict, in order, each gathered as it comes (every rank iterates)."""
+    for name, tensor in base.state_dict().items():
+        yield name, full_tensor(tensor)
 
 
 def full_tensor(tensor: torch.Tensor) -> torch.Tensor:

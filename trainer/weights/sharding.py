@@ -27,11 +27,13 @@ from torch import nn
 
 from cheems.errors import ModelError
 from cheems.model import empty_model, fresh_head, head_of
+from trainer.adapters.lora import ADAPTER, attach, base_dtype, fresh_adapter, is_adapter, plain_name
 from trainer.config import TrainConfig
 from trainer.distributed import World
 from trainer.weights.stored import Stored, check_target, read_rows, stored_tensors
 
 log = logging.getLogger(__name__)
+ADAPTER_LINEARS = (f".lora_A.{ADAPTER}", f".lora_B.{ADAPTER}")  # the linears inside peft's per-adapter dicts
 
 
 def prepare(base: Any, config: TrainConfig) -> None:
@@ -44,15 +46,23 @@ def prepare(base: Any, config: TrainConfig) -> None:
         base.compile()  # in place: DDP, FSDP and the reward hooks keep seeing the same module
 
 
+def loading(config: TrainConfig, world: World) -> dict[str, Any]:
+    """How a training run builds its model, whole (`cheems.model.load_model`) or on the meta device (`empty_model`):
+    the base's dtype (bf16 under adapters on CUDA), remote code, the attention kernel, the device it runs on."""
+    return {
+        "dtype": base_dtype(config, world.device),
+        "trust_remote_code": config.trust_remote_code,
+        "attn_implementation": config.attn_implementation,
+        "device": str(world.device),
+        "training": True,
+    }
+
+
 def load_sharded(config: TrainConfig, world: World) -> tuple[Any, Any]:
     """(the sharded model on `world.device`, its tokenizer): every rank calls it, each reads only its rows."""
-    base, tokenizer = empty_model(
-        config.model,
-        trust_remote_code=config.trust_remote_code,
-        attn_implementation=config.attn_implementation,
-        device=str(world.device),
-        training=True,
-    )
+    base, tokenizer = empty_model(config.model, **loading(config, world))
+    if config.adapters:
+        attach(base, config)  # on the meta device: the adapters' values come with the weights (`load_weights`)
     prepare(base, config)
     shard(base, config, world)
     materialise(base, Path(config.model), config.seed, world.device, "cpu" if config.cpu_offload else world.device)
@@ -86,12 +96,18 @@ def policies(config: TrainConfig, world: World) -> dict[str, Any]:
 def shard(base: Any, config: TrainConfig, world: World) -> None:
     """`fully_shard` each decoder layer (its parameters gathered only while it runs), then the root (the input
     embedding, the final norm and the head). The embedding as a unit of its own measured no lower a peak on the
-    CPU (bench/fsdp_memory_bench.py: 3.47 GB against 2.95 GB a rank)."""
+    CPU (bench/fsdp_memory_bench.py: 3.47 GB against 2.95 GB a rank). With adapters, each layer's LoRA modules
+    are one group of their own before it, and the head's trained copy one before the root: the trainable
+    parameters of a group must share a dtype, and theirs are float32 beside a frozen bf16 base on CUDA."""
     from torch.distributed.fsdp import fully_shard
 
     kwargs = policies(config, world)
     for layer in base.base_model.layers:
+        if adapters := [m for n, m in layer.named_modules() if n.endswith(ADAPTER_LINEARS)]:  # what peft calls
+            fully_shard(adapters, **kwargs)
         fully_shard(layer, **kwargs)
+    if config.adapters:
+        fully_shard(head_of(base), **kwargs)
     fully_shard(base, **kwargs)
 
 
@@ -118,9 +134,11 @@ def load_weights(model: nn.Module, directory: Path, seed: int) -> None:
     Refuses a checkpoint missing anything else, or storing a tensor of another shape or kind of dtype than the
     model's, or cut short (`trainer.weights.stored`)."""
     targets = model.state_dict(keep_vars=True)
-    head = {n for n, t in targets.items() if any(t is p for p in head_of(model).parameters())}
-    where = _locate(sorted(directory.glob("*.safetensors")), targets, getattr(model, "base_model_prefix", ""))
-    missing = sorted(set(targets) - set(where))
+    plain = {n: plain_name(n) for n in targets if not is_adapter(n)}  # adapters: `fresh_adapter`, in no file
+    heads = {plain[n] for n, t in targets.items() if any(t is p for p in head_of(model).parameters())}
+    head = {n for n, key in plain.items() if key in heads}  # with LoRA: the original and the trained copy
+    where = _locate(sorted(directory.glob("*.safetensors")), plain, getattr(model, "base_model_prefix", ""))
+    missing = sorted(set(plain) - set(where))
     if set(missing) - head:
         shown = ", ".join(missing[:4]) + (", ..." if len(missing) > 4 else "")
         raise ModelError(f"{directory}: weights the model needs are not in its safetensors files ({shown})")
@@ -130,6 +148,8 @@ def load_weights(model: nn.Module, directory: Path, seed: int) -> None:
         local, dim, start, stop = local_part(tensor)
         if name in where:
             read_rows(local, where[name], dim, start, stop)
+        elif is_adapter(name):
+            local.copy_(fresh_adapter(name, tensor.shape, seed).narrow(dim, start, stop - start))
         else:
             local.copy_(_missing_head(model, name, seed).narrow(dim, start, stop - start))
     if missing:
@@ -156,15 +176,17 @@ def local_part(tensor: torch.Tensor) -> tuple[torch.Tensor, int, int, int]:
     return local, dim, start, start + local.shape[dim]
 
 
-def _locate(files: list[Path], targets: dict[str, Any], prefix: str) -> dict[str, Stored]:
-    """Model name -> where its tensor is stored, from the files' headers; a bare backbone's keys lack the model's
-    prefix (`model.`)."""
+def _locate(files: list[Path], names: dict[str, str], prefix: str) -> dict[str, Stored]:
+    """Model name -> where its tensor is stored, from the files' headers, by `names` (model name -> stored name:
+    peft's wrapped names stored plain); a bare backbone's keys lack the model's prefix (`model.`)."""
+    readers: dict[str, list[str]] = {}
+    for name, key in names.items():
+        readers.setdefault(key, []).append(name)
     where: dict[str, Stored] = {}
     for file in files:
         for key, stored in stored_tensors(file).items():
-            for name in (key, f"{prefix}.{key}") if prefix else (key,):
-                if name in targets:
-                    where[name] = stored
+            for plain in (key, f"{prefix}.{key}") if prefix else (key,):
+                where.update(dict.fromkeys(readers.get(plain, ()), stored))
     return where
 
 

@@ -1,13 +1,15 @@
 """A discarded response is each annotator's vote, not a veto: which relations survive the discards (pure).
 
     kept = kept_relations([Vote(relations, seen={"r1", "r2", "r3"}, discarded={"r3"}), ...])
+    gone = dropped(votes); surviving(vote, gone)          # one vote's relations that count (the overview's figures)
 
 Annotators discard responses with substantial meaningless content (paper section 3.1: garbled or code-switched
 text); resolution (Algorithm 1) then orders the responses left. One annotation must not decide that for everyone:
 a response is dropped for the prompt (every relation touching it, from every annotation) only when a strict
 majority of the annotations that saw it (ranked or discarded it) discarded it. Otherwise only the discarding
 annotations' own relations touching it go, and the others' judgments of it stand. One annotator who saw a response
-alone and discarded it is that majority; one of two is not.
+alone and discarded it is that majority; one of two is not. The rankings (the service's resolution) and the admin
+overview's figures (`quality`, `doubles`) count relations by this one rule.
 """
 
 from __future__ import annotations

@@ -3,13 +3,15 @@ and the two annotations' agreement is measured against the paper's 90% target (p
 
     config = DoublingConfig(share=0.2, seed=0)
     doubled(task_id, config)                     # True for about 20% of task ids, the same ones every run
-    figures = double_agreement(pairs)            # pairs: [(Judgment, Judgment)], the two copies of a triple
+    figures = double_agreement(pairs, judgments) # pairs: [(Judgment, Judgment)], the two copies of a triple;
+                                                 # judgments: every annotation of their prompts
     figures.agreement, figures.by_pair[("张三", "李四")].agreement, TARGET
 
 Which triples are doubled depends only on the task id and the seed (a hash), so creating a prompt's tasks again
 doubles the same ones. Agreement compares the pairwise relations of the two annotations of a triple: for each
-pair of responses both annotations relate, they agree when they prefer the same one or both call it a tie. A
-response either annotation discarded is left out (as resolution leaves it out).
+pair of responses both annotations relate, they agree when they prefer the same one or both call it a tie. Only
+the relations resolution counts are compared (`quality.counted`, the rule of `algorithm.discards`): a response
+either annotation discarded, or that most annotations of the prompt discarded, is left out.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from services.annotation.algorithm.quality import Judgment, kept_relations
+from services.annotation.algorithm.quality import Judgment, counted, prompt_drops
 from services.annotation.algorithm.resolve import Relation
 
 TARGET = 0.9  # the agreement two independent annotators must reach (Appendix D)
@@ -66,19 +68,20 @@ def verdicts(relations: Iterable[Relation]) -> dict[frozenset[str], str | None]:
     return {frozenset((r.better, r.worse)): None if r.tie else r.better for r in relations}
 
 
-def compare(first: Judgment, second: Judgment) -> tuple[int, int]:
-    """(pairs compared, pairs agreeing) of two annotations of the same triple."""
-    discarded = first.discarded | second.discarded
-    a, b = verdicts(kept_relations(first, discarded)), verdicts(kept_relations(second, discarded))
+def compare(first: Judgment, second: Judgment, gone: frozenset[str] = frozenset()) -> tuple[int, int]:
+    """(pairs compared, pairs agreeing) of two annotations of the same triple; `gone`: the prompt's drops."""
+    a, b = verdicts(counted(first, gone)), verdicts(counted(second, gone))
     common = [pair for pair in a if pair in b]
     return len(common), sum(1 for pair in common if a[pair] == b[pair])
 
 
-def double_agreement(pairs: Sequence[tuple[Judgment, Judgment]]) -> DoubleAgreement:
-    """Agreement over every doubled triple, overall and per pair of annotators."""
+def double_agreement(pairs: Sequence[tuple[Judgment, Judgment]], judgments: Iterable[Judgment]) -> DoubleAgreement:
+    """Agreement over every doubled triple, overall and per pair of annotators; `judgments`: every annotation of the
+    pairs' prompts (the pairs' own included), whose discards decide what the prompt drops."""
+    drops = prompt_drops(judgments)
     totals: dict[tuple[str, str], list[int]] = {}
     for first, second in pairs:
-        compared, agreeing = compare(first, second)
+        compared, agreeing = compare(first, second, drops.get(first.prompt_id, frozenset()))
         names = (min(first.annotator, second.annotator), max(first.annotator, second.annotator))
         counts = totals.setdefault(names, [0, 0, 0])
         counts[0], counts[1], counts[2] = counts[0] + 1, counts[1] + compared, counts[2] + agreeing

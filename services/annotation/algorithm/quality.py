@@ -4,12 +4,14 @@
     figures["张三"].agreement, figures["张三"].cycle_share
 
 Agreement: the share of an annotator's pairwise relations (an order [[a], [b, c]] gives a > b, a > c and
-b = c; discarded responses left out, as in resolution) that the prompt's resolved ranking keeps: a > b is
-kept iff rank(a) < rank(b), a tie iff the ranks are equal. Relations on prompts without a ranking, or with a
-response the ranking lacks, are not compared.
+b = c) that the prompt's resolved ranking keeps: a > b is kept iff rank(a) < rank(b), a tie iff the ranks are
+equal. Only the relations resolution counts are read (`counted`: a discard is its annotator's vote, the rule of
+`algorithm.discards`). Relations on prompts without a ranking, or with a response the ranking lacks, are not
+compared.
 
 Cycle share: the share of an annotator's annotations with a preference lying on a cycle of their prompt's
-preference graph (every annotation of the prompt, people's and AI's): a preference a > b whose b also
+preference graph (the counted relations of every annotation of the prompt, people's and AI's): a preference a > b
+whose b also
 reaches a. These are the conflicts resolution merges away; an annotator with many of them often disagrees
 with everyone else, or with themselves.
 """
@@ -23,6 +25,7 @@ from typing import Any
 
 import networkx as nx
 
+from services.annotation.algorithm.discards import Vote, dropped, surviving, vote_of
 from services.annotation.algorithm.resolve import Relation, preference_graph, relations_of_order
 
 
@@ -35,6 +38,10 @@ class Judgment:
     prompt_id: str
     relations: tuple[Relation, ...]
     discarded: frozenset[str] = frozenset()
+
+    def vote(self) -> Vote:
+        """This annotation as a discard vote (`algorithm.discards`)."""
+        return vote_of(self.relations, self.discarded)
 
 
 @dataclass(frozen=True)
@@ -66,8 +73,21 @@ def stored_relations(result: Mapping[str, Any]) -> tuple[Relation, ...]:
     return ()
 
 
-def kept_relations(judgment: Judgment, discarded: frozenset[str]) -> list[Relation]:
-    return [r for r in judgment.relations if r.better not in discarded and r.worse not in discarded]
+def prompt_drops(judgments: Iterable[Judgment]) -> dict[str, frozenset[str]]:
+    """{prompt id: the responses dropped for it}: `discards.dropped` over all its annotations, as resolution does."""
+    return {prompt_id: dropped([j.vote() for j in group]) for prompt_id, group in by_prompt(judgments).items()}
+
+
+def counted(judgment: Judgment, gone: frozenset[str]) -> list[Relation]:
+    """The judgment's relations resolution counts, `gone` being its prompt's drops (`discards.surviving`)."""
+    return surviving(judgment.vote(), gone)
+
+
+def by_prompt(judgments: Iterable[Judgment]) -> dict[str, list[Judgment]]:
+    grouped: dict[str, list[Judgment]] = defaultdict(list)
+    for judgment in judgments:
+        grouped[judgment.prompt_id].append(judgment)
+    return grouped
 
 
 def cycle_pairs(relations: Iterable[Relation]) -> set[tuple[str, str]]:
@@ -86,16 +106,15 @@ def cycle_pairs(relations: Iterable[Relation]) -> set[tuple[str, str]]:
 
 def annotator_quality(judgments: Sequence[Judgment], rankings: Mapping[str, Mapping[str, int]]) -> dict[str, Quality]:
     """{annotator: Quality} of every person (kind "human") among `judgments`; `rankings`: {prompt id: rank}."""
-    by_prompt: dict[str, list[Judgment]] = defaultdict(list)
-    for judgment in judgments:
-        by_prompt[judgment.prompt_id].append(judgment)
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # annotations, compared, agreeing, on cycles
-    for prompt_id, group in by_prompt.items():
-        discarded = frozenset().union(*(j.discarded for j in group))
-        on_cycle = cycle_pairs(r for j in group for r in kept_relations(j, discarded))
+    drops = prompt_drops(judgments)
+    for prompt_id, group in by_prompt(judgments).items():
+        kept_of = [counted(j, drops[prompt_id]) for j in group]
+        on_cycle = cycle_pairs(r for kept in kept_of for r in kept)
         rank = rankings.get(prompt_id, {})
-        for judgment in (j for j in group if j.kind == "human"):
-            kept = kept_relations(judgment, discarded)
+        for judgment, kept in zip(group, kept_of, strict=True):
+            if judgment.kind != "human":
+                continue
             compared = [r for r in kept if r.better in rank and r.worse in rank]
             figures = counts[judgment.annotator]
             figures[0] += 1

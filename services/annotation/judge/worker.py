@@ -1,27 +1,30 @@
-"""The AI judge worker: cheems.samples.v1 -> pair tasks -> an LLM judges each pair -> AI annotations.
+"""The AI judge worker: the annotation service's open pair tasks -> an LLM judges each pair -> AI annotations,
+through AnnotationService over gRPC as the judge's own service account.
 
-    cheems service judge --base-url http://vllm:8000/v1 --model Qwen2.5-72B-Instruct --db URL --bootstrap HOST:9092
+    cheems service judge --base-url http://vllm:8000/v1 --model Qwen2.5-72B-Instruct \
+        --annotation-url cheems-annotation:50053 --token-file /var/run/secrets/cheems/account/token
 
-Consumer group "cheems-judge". For each sample whose source matches `ai_sources` it opens the prompt's
-pair tasks (group_size 2) and commits; a judging thread then asks the OpenAI-compatible endpoint about
-each open pair (`judge.judge_pair`: the paper's template, A/B order drawn per pair, at most
-`concurrency` calls at once; with `both_orders` a verdict is kept only when both orders agree, as
-`cheems annotate judge` does) and submits the verdict through `AnnotationService` as an AI annotation
-on its task, so the prompt's last verdict resolves it and announces its ranking. A pair answered
-without a usable verdict (unparseable, inconsistent across orders) closes its task without an
-annotation; a pair the endpoint failed on stays open and is asked again after `retry_every` seconds.
+The annotation service opens the pair tasks (its sample intake, for samples whose source matches its
+`--ai-sources`); the judge holds no database URL and no Kafka user: a token of a `service` account, which may list
+tasks, submit AI annotations of pair tasks and close a pair (`cheems.roles`), nothing else. It looks for open pairs
+(`ListTasks` with group_size 2, oldest first, `batch` at a time; a service's listing claims nothing), shuffled so
+replicas spread over them, and asks the OpenAI-compatible endpoint about each one still open (its prompt's open
+pairs listed again just before) (`judge.judge_pair`: the paper's
+template, A/B order drawn per pair, at most `concurrency` calls at once; with `both_orders` a verdict is kept only
+when both orders agree, as `cheems annotate judge` does). A verdict is submitted as an AI annotation of its task, so
+the prompt's last one resolves it; a pair answered without a usable verdict (unparseable, inconsistent across
+orders) is closed without one (`CloseTask`); a pair the endpoint or the service failed on stays open and is asked
+again after `retry_every` seconds. A look that finds nothing waits before the next, twice as long each time, up
+to `max_idle` seconds.
 
-Idempotent: an annotation's id is derived from prompt, pair and judge model, so a redelivered sample
-judges only what is still open, and a verdict submitted twice is stored once. Open pair tasks older
-than `retry_every` (left by a crash, or by an endpoint outage) are swept up at start and then every
-`retry_every` seconds; with several replicas a leftover may be judged twice, and the second verdict
-is a no-op (or, if it differs, logged and dropped).
+Idempotent: an annotation's id is derived from prompt, pair and judge model, so a pair judged twice (a restart, two
+replicas) is stored once, and a second, different verdict is refused by the service (logged and dropped). Stopping
+(`stop`): the calls under way finish, the rest of the look is left open for the next start.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import random
 import signal
 import threading
@@ -29,57 +32,53 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Any
 
-from kafka.errors import KafkaError
+import grpc
 
 from cheems import errors
-from cheems.credentials import hide_password
-from services.annotation.events import BrokerUnavailable
-from services.annotation.intake import matches, take_sample
+from services.annotation.judge.client import Gone, PairTask, PairTasks
 from services.annotation.judge.pairwise import ChatBackend, JudgeConfig, PairJudgment, judge_pair
-from services.annotation.metrics import annotations_counter
-from services.annotation.service import MAX_LISTED, AnnotationService, OpenTask
-from services.bus import topics
-from services.bus.client import EventConsumer, Publisher
-from services.bus.metrics import watch_consumers
-from services.bus.relay import RelayConfig
+from services.channels import open_channel
 from services.hosting import GrpcHost, Heartbeat, HostConfig
-from services.observe.metrics import new_registry, serve_metrics
-from services.store.models import utcnow
+from services.observe.metrics import ReadAtScrape, new_registry, serve_metrics
 from services.store.validate import digest
 
 log = logging.getLogger(__name__)
-JUDGE_GROUP = "cheems-judge"
+FIRST_WAIT = 0.5  # seconds after a look that found nothing; doubled up to max_idle
 
 
 @dataclass(frozen=True)
 class JudgeWorkerConfig:
-    """model: the judge's name at the endpoint (it names the annotator and keys the annotation ids);
-    ai_sources: fnmatch patterns of `Sample.source` the judge annotates; judge: retries, both orders,
-    concurrency, seed; retry_every: seconds before an open pair task is asked again (and between sweeps)."""
+    """model: the judge's name at the endpoint (it keys the annotation ids); judge: retries, both orders,
+    concurrency, seed; retry_every: seconds before a pair the endpoint or the service failed on is asked again;
+    batch: open pairs listed per look (1..1000); max_idle: the longest wait between looks that find nothing;
+    timeout: seconds per call to the annotation service."""
 
     model: str
-    ai_sources: tuple[str, ...] = ("*",)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     retry_every: float = 60.0
-    group: str = JUDGE_GROUP
+    batch: int = 100
+    max_idle: float = 10.0
+    timeout: float = 30.0
 
     def __post_init__(self) -> None:
         if not self.model.strip():
             raise ValueError("JudgeWorkerConfig.model: the judge model's name is required")
-        if not self.ai_sources or not all(p.strip() for p in self.ai_sources):
-            raise ValueError(f"JudgeWorkerConfig.ai_sources: expected non-empty patterns, got {self.ai_sources!r}")
         if self.retry_every <= 0:
             raise ValueError(f"JudgeWorkerConfig.retry_every must be > 0, got {self.retry_every}")
+        if not 1 <= self.batch <= 1000:
+            raise ValueError(f"JudgeWorkerConfig.batch must be in 1..1000, got {self.batch}")
+        if self.max_idle < FIRST_WAIT:
+            raise ValueError(f"JudgeWorkerConfig.max_idle must be >= {FIRST_WAIT}, got {self.max_idle}")
+        if self.timeout <= 0:
+            raise ValueError(f"JudgeWorkerConfig.timeout must be > 0, got {self.timeout}")
 
 
 @dataclass(frozen=True)
 class ProcessHealth:
     """port: gRPC health port (-1 = none, 0 = any free one); host: its address (0.0.0.0 in a pod);
-    stale_after: seconds without a poll before health turns NOT_SERVING; metrics_port: HTTP port of /metrics, on
-    host (-1 = none, 0 = any free one)."""
+    stale_after: seconds without a look or a judged pair before health turns NOT_SERVING; metrics_port: HTTP port
+    of /metrics, on host (-1 = none, 0 = any free one)."""
 
     port: int = -1
     host: str = "127.0.0.1"
@@ -99,7 +98,12 @@ class ProcessHealth:
 class JudgeStats:
     submitted: int = 0  # verdicts stored (or already stored)
     undecided: int = 0  # tasks closed without a verdict
-    unavailable: int = 0  # asks the endpoint failed (the task stays open)
+    unavailable: int = 0  # pairs the endpoint or the annotation service failed on (the task stays open)
+    gone: int = 0  # tasks closed meanwhile (another replica)
+
+    def counts(self) -> dict[str, float]:
+        return {"submitted": self.submitted, "undecided": self.undecided, "unavailable": self.unavailable,
+                "gone": self.gone}  # fmt: skip
 
 
 def annotation_id(prompt_id: str, a: str, b: str, model: str) -> str:
@@ -108,133 +112,109 @@ def annotation_id(prompt_id: str, a: str, b: str, model: str) -> str:
 
 
 class JudgeWorker:
-    """`handle` opens pair tasks (the consumer's thread); `run_judging` judges them (its own thread)."""
+    """`run(stop)` looks for open pairs and judges them until `stop`; `beat` after each look and each pair."""
 
     def __init__(
-        self, bootstrap: str, service: AnnotationService, backend: ChatBackend, config: JudgeWorkerConfig
+        self, tasks: PairTasks, backend: ChatBackend, config: JudgeWorkerConfig, beat: Callable[[], None] = lambda: None
     ) -> None:
-        self.service, self.backend, self.config = service, backend, config
-        self.stats = JudgeStats()
-        self.prompts: queue.Queue[str] = queue.Queue()
+        self.tasks, self.backend, self.config, self.beat = tasks, backend, config, beat
+        self.stats, self.failed = JudgeStats(), dict[str, float]()  # task id -> when it last failed (monotonic)
+        self.rng = random.Random()  # the order of a look: replicas spread over the same list
         self.pool = ThreadPoolExecutor(max(1, config.judge.concurrency), thread_name_prefix="judge")
-        self.consumer = EventConsumer(bootstrap, [topics.SAMPLES], config.group, self.handle)
 
-    def handle(self, topic: str, key: str, event: Any) -> None:
-        if matches(event.sample.source, self.config.ai_sources):
-            prompt_id = take_sample(self.service, event.sample, 2)
-            if prompt_id is not None:
-                self.prompts.put(prompt_id)
-
-    def run_judging(self, stop: threading.Event) -> None:
-        """Judge queued prompts as they come, and sweep up old open pair tasks every `retry_every` seconds."""
-        next_sweep = 0.0  # at once: what a previous process left
+    def run(self, stop: threading.Event) -> None:
+        """Look and judge until `stop`; raises what the service refused (`client.JudgeRefused`): the process stops."""
+        wait = FIRST_WAIT
         while not stop.is_set():
-            if time.monotonic() >= next_sweep:
-                self.judge(self.service.open_tasks(None, 2, MAX_LISTED, utcnow() - self._retry_age()), stop)
-                next_sweep = time.monotonic() + self.config.retry_every
-            try:
-                prompt_ids = {self.prompts.get(timeout=min(1.0, self.config.retry_every))}
-            except queue.Empty:
-                continue
-            while not self.prompts.empty():
-                prompt_ids.add(self.prompts.get_nowait())
-            self.judge([t for p in sorted(prompt_ids) for t in self.service.open_tasks(p, 2, MAX_LISTED)], stop)
+            if self.look(stop):
+                wait = FIRST_WAIT
+            elif not stop.wait(wait):
+                wait = min(wait * 2, self.config.max_idle)
 
-    def judge(self, tasks: list[OpenTask], stop: threading.Event | None = None) -> None:
-        """Judge open pair tasks, `concurrency` at a time, and store each outcome."""
+    def look(self, stop: threading.Event | None = None) -> int:
+        """Judge the open pairs not failed within `retry_every`; how many were judged (0: wait before the next)."""
+        now = time.monotonic()
+        self.failed = {t: at for t, at in self.failed.items() if now - at < self.config.retry_every}
+        try:
+            listed = self.tasks.open_pairs(self.config.batch)
+        except errors.Unavailable as e:
+            log.warning("no open pairs read: %s", e)
+            listed = []
+        self.beat()
+        due = [t for t in listed if t.task_id not in self.failed]
+        self.rng.shuffle(due)
+        self.judge(due, stop)
+        return len(due)
+
+    def judge(self, tasks: list[PairTask], stop: threading.Event | None = None) -> None:
+        """Judge pair tasks, `concurrency` at a time, and store each outcome."""
         list(self.pool.map(lambda task: None if stop and stop.is_set() else self.judge_task(task), tasks))
 
-    def judge_task(self, task: OpenTask) -> None:
+    def judge_task(self, task: PairTask) -> None:
+        try:
+            self._judge(task)
+        except Gone as e:  # closed meanwhile, or another replica's other verdict
+            self.stats.gone += 1
+            log.info("task %s: %s", task.task_id, e)
+        except errors.Unavailable as e:
+            self._failed(task, str(e))
+        self.beat()
+
+    def _judge(self, task: PairTask) -> None:
+        if not self.tasks.is_open(task):
+            raise Gone("closed since it was listed: not asked")
         a, b = task.contents
         rng = random.Random(f"{self.config.judge.seed}:{task.prompt_id}:{a}:{b}")
         first, second = (a, b) if rng.random() < 0.5 else (b, a)
         category = task.category[0] if task.category else None
         shown = (first, task.contents[first]), (second, task.contents[second])
-        judgment = judge_pair(task.prompt, *shown, self.backend, self.config.judge, category)
-        try:
-            self._store(task, judgment)
-        except (errors.Conflict, errors.InvalidInput) as e:  # closed meanwhile, or another replica's other verdict
-            log.warning("task %s: verdict not stored: %s", task.task_id, e)
+        self._store(task, judge_pair(task.prompt, *shown, self.backend, self.config.judge, category))
 
-    def _store(self, task: OpenTask, judgment: PairJudgment) -> None:
+    def _store(self, task: PairTask, judgment: PairJudgment) -> None:
         relation = judgment.relation()
         if judgment.unavailable:
-            self.stats.unavailable += 1
-            log.warning("task %s stays open, the judge failed: %s", task.task_id, judgment.error)
+            self._failed(task, f"the judge failed: {judgment.error}")
         elif relation is None:
+            self.tasks.close(task, f"judge {self.config.model}: {judgment.error}")
             self.stats.undecided += 1
-            self.service.close_task(task.task_id, f"judge {self.config.model}: {judgment.error}")
         else:
-            result = (
-                {"equal": [relation.better, relation.worse]}
-                if relation.tie
-                else {"better": relation.better, "worse": relation.worse}
-            )
             ident = annotation_id(task.prompt_id, judgment.first, judgment.second, self.config.model)
-            annotator = f"judge:{self.config.model}"[:128]
-            self.service.submit(ident, task.prompt_id, annotator, "ai", result, [], task.task_id)
+            self.tasks.submit(task, ident, relation)
             self.stats.submitted += 1
 
-    def _retry_age(self) -> timedelta:
-        return timedelta(seconds=self.config.retry_every)
+    def _failed(self, task: PairTask, why: str) -> None:
+        self.stats.unavailable += 1
+        self.failed[task.task_id] = time.monotonic()
+        log.warning("task %s stays open, asked again in %.0f s: %s", task.task_id, self.config.retry_every, why)
 
     def close(self) -> None:
-        self.consumer.close()
         self.pool.shutdown(wait=True, cancel_futures=True)
-
-
-def run_worker(worker: JudgeWorker, stop: threading.Event, on_poll: Callable[[], None] | None = None) -> None:
-    """Poll samples in this thread and judge in another until `stop`; a judging thread that dies stops both
-    (and raises here), so the process exits to be restarted."""
-    failure: list[BaseException] = []
-
-    def judging() -> None:
-        try:
-            worker.run_judging(stop)
-        except BaseException as e:
-            log.exception("judging stopped")
-            failure.append(e)
-            stop.set()
-
-    thread = threading.Thread(target=judging, name="judging", daemon=True)
-    thread.start()
-    try:
-        worker.consumer.run(stop, on_poll)
-    finally:
-        stop.set()
-        thread.join(30)
-    if failure:
-        raise failure[0]
 
 
 HEALTH_NAME = "cheems.annotation.judge"
 
 
 def serve_judge(
-    db: str,
-    bootstrap: str,
+    target: str,
+    token: str,
     backend: ChatBackend,
     config: JudgeWorkerConfig,
     health: ProcessHealth | None = None,
     on_ready: Callable[[int], None] | None = None,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> None:
-    """`cheems service judge`: the worker until SIGTERM/SIGINT, its liveness and readiness on gRPC health
-    following the consumer loop's heartbeat. Expects a migrated database (`cheems db upgrade`)."""
-    from services.store.db import StoreConfig, create_engine_for
-
+    """`cheems service judge`: the worker against the annotation service at `target` as the account of `token`,
+    until SIGTERM/SIGINT; liveness and readiness on gRPC health follow its looks and judged pairs."""
     stop, health = threading.Event(), health or ProcessHealth()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    engine, relay = create_engine_for(StoreConfig(db)), RelayConfig()
-    try:
-        publisher = Publisher(bootstrap, max_block_ms=int(relay.ack_timeout * 1000))
-        service = AnnotationService(engine, publisher, relay)
-        worker = JudgeWorker(bootstrap, service, backend, config)
-    except KafkaError as e:
-        raise BrokerUnavailable(f"cannot reach the broker at {hide_password(bootstrap)}: {e!r}") from None
-    host, beat, registry = None, None, new_registry()
-    registry.register(annotations_counter(service))
-    watch_consumers(registry)
+    channel = open_channel(target, credentials, token=token)
+    worker = JudgeWorker(PairTasks(channel, config.timeout), backend, config)
+    host, registry = None, new_registry()
+    registry.register(
+        ReadAtScrape("cheems_judge_pairs", "Pairs this judge handled, by outcome (submitted, undecided, unavailable, "
+                     "gone)", worker.stats.counts, kind="counter", label="outcome")
+    )  # fmt: skip
     exporter = serve_metrics(registry, health.host, health.metrics_port) if health.metrics_port >= 0 else None
     if health.port >= 0:
         listen = HostConfig(port=health.port, host=health.host, workers=2)
@@ -242,16 +222,16 @@ def serve_judge(
         heartbeat = Heartbeat(host, health.stale_after)
         heartbeat.beat()
         heartbeat.watch(stop)
-        beat = heartbeat.beat
+        worker.beat = heartbeat.beat
         if on_ready is not None:
             on_ready(host.port)
-    log.info("judge %s on samples from %s", config.model, ", ".join(config.ai_sources))
+    log.info("judge %s on the open pairs of %s", config.model, target)
     try:
-        run_worker(worker, stop, beat)
+        worker.run(stop)
     finally:
+        stop.set()
         worker.close()
-        service.close()
-        publisher.close(timeout=10)  # a broker that is down must not hold up the exit
+        channel.close()
         if host is not None:
             host.stop(0)
         if exporter is not None:

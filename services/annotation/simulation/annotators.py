@@ -9,7 +9,8 @@ annotators (ten with every triple doubled); with fewer, its last triples stay op
 `left` counts those triples. A task is matched to the gold by prompt text
 and response content, so the store's response keys need not be the bench's ids; tasks of prompts no
 bench file holds are left alone. Annotators run concurrently, each in a thread with its own seeded
-random stream; a task another one closed first is skipped (FAILED_PRECONDITION). An annotation's id
+random stream; a task another one closed first is skipped (FAILED_PRECONDITION); any other refusal ends the run
+as the kind of error its status stands for (`services.grpc_errors.error_of`). An annotation's id
 is "<annotator>:<task id>", so running the simulation again stores nothing twice.
 
 Each simulated person signs in with an annotator account of their own (`accounts`: name and token; the service
@@ -39,9 +40,11 @@ from cheems.v1 import annotation_pb2 as pb
 from cheems.v1 import annotation_pb2_grpc, common_pb2
 from services.annotation.simulation.answers import human_order
 from services.channels import open_channel
+from services.grpc_errors import error_of
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+FIRST_WAIT, MAX_WAIT = 0.2, 2.0  # seconds between looks that find no task: doubled from the first up to the most
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,7 @@ def _annotate(
     lock: threading.Lock,
 ) -> None:
     token, rng = account[1], random.Random(f"{config.seed}:{n}")
-    idle_since = time.monotonic()
+    idle_since, wait = time.monotonic(), FIRST_WAIT
     while True:
         listed = _list(stub, config, token)
         tasks = [(t, ranks) for t in listed.tasks if (ranks := gold.of(t.sample)) is not None]
@@ -155,8 +158,12 @@ def _annotate(
         if not tasks:
             if time.monotonic() - idle_since >= config.idle_seconds:
                 return
-            time.sleep(0.2)
+            # an idle annotator looks less and less often (as the judge worker does): five of them looking every
+            # 0.2 s through a long idle_seconds kept the annotation service busy answering empty listings
+            time.sleep(min(wait, max(0.0, idle_since + config.idle_seconds - time.monotonic())))
+            wait = min(wait * 2, MAX_WAIT)
             continue
+        wait = FIRST_WAIT
         rng.shuffle(tasks)  # annotators spread over the queue rather than racing for its head
         for task, ranks in one_per_prompt(tasks):
             order = human_order(list(task.task.response_ids), ranks, rng, config.noise)
@@ -187,24 +194,11 @@ def _submit(
     except grpc.RpcError as e:
         if e.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ALREADY_EXISTS):  # taken meanwhile
             return False
-        raise _error(e) from None
+        raise error_of(e, "annotation service") from None
 
 
 def _call(call: Callable[[], T]) -> T:
     try:
         return call()
     except grpc.RpcError as e:
-        raise _error(e) from None
-
-
-KINDS: dict[grpc.StatusCode, type[errors.CheemsError]] = {
-    grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
-    grpc.StatusCode.DEADLINE_EXCEEDED: errors.Unavailable,
-    grpc.StatusCode.UNAUTHENTICATED: errors.Unauthenticated,
-    grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDenied,
-}
-
-
-def _error(e: grpc.RpcError) -> errors.CheemsError:
-    message = f"annotation service: {e.code().name}: {e.details()}"
-    return KINDS.get(e.code(), errors.CheemsError)(message)
+        raise error_of(e, "annotation service") from None

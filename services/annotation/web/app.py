@@ -4,19 +4,23 @@
     GET  /admin                             the admin overview page
     GET  /health                            200 {"status": "serving"} when the store answers, else 503
     GET  /api/me                            {"name", "admin"}
-    GET  /api/tasks/next                    {"task": TASK | null, "withheld": int}: the task the annotator holds,
-                                            else the oldest free triple-wise task of a prompt they have not
-                                            annotated, now given to them (held for the lease); with no task,
+    GET  /api/tasks/next                    {"task": TASK | null, "withheld": int}: the oldest task the annotator
+                                            holds, opened now (its lease starts again), else one the queue gives
+                                            them now (the rule of their gRPC ListTasks, one task); with no task,
                                             withheld counts the free triples left for other annotators
     POST /api/tasks/{task_id}/annotation    {"annotation_id", "order": [[id, ...], ...], "discarded": [id]}
                                             -> {"created": bool, "message"}; created false: already stored
-    GET  /api/overview                      admins: {"annotators": [ROW], "open_tasks", "free_tasks", "doubles",
-                                            "rule_filtered"}
+    GET  /api/overview                      admins: {"annotators": [ROW], "open_tasks", "free_tasks",
+                                            "unfinishable", "doubles", "rule_filtered"}
 
     TASK = {"task_id", "prompt_id", "prompt", "prompt_html", "system_prompt", "history": [{"role", "content",
             "html"}], "category", "source", "responses": [{"id", "label" (A, B, C), "content", "html"}]}
-    ROW  = {"name", "account", "admin", "active", "open", "done", "compared", "agreeing", "agreement",
-            "on_cycles", "cycle_share"}   (agreement / cycle_share null before there is anything to measure)
+    ROW  = {"name", "account", "admin", "active", "open", "idle", "oldest_seconds", "done", "compared", "agreeing",
+            "agreement", "on_cycles", "cycle_share"}   (agreement / cycle_share null before there is anything to
+            measure): open tasks held, of which idle past the lease, the oldest claimed or opened how long ago (null:
+            none held)
+    unfinishable = {"prompts", "needed", "accounts", "people_per_prompt"}: prompts with open triples that need more
+            different people (at most `needed`) than the `accounts` that annotate, under the service's rule
     doubles = {"triples", "compared", "agreeing", "agreement", "target", "pairs": [{"annotators": [a, b],
                "triples", "compared", "agreeing", "agreement"}]}: the doubled triples with both copies annotated
     rule_filtered = {"counts": {reason: n}, "newest": [{"prompt_id", "response", "reason", "excerpt"}]}: the
@@ -33,6 +37,8 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -81,14 +87,16 @@ def task_json(task: OpenTask) -> dict[str, Any]:
     }
 
 
-def row_json(row: AnnotatorRow) -> dict[str, Any]:
-    q = row.quality
+def row_json(row: AnnotatorRow, now: datetime) -> dict[str, Any]:
+    q, held = row.quality, row.held
     return {
         "name": row.name,
         "account": row.account,
         "admin": row.admin,
         "active": row.active,
-        "open": row.open,
+        "open": held.tasks if held else 0,
+        "idle": held.idle if held else 0,
+        "oldest_seconds": round((now - held.oldest).total_seconds()) if held else None,
         "done": q.annotations if q else 0,
         "compared": q.compared if q else 0,
         "agreeing": q.agreeing if q else 0,
@@ -173,8 +181,12 @@ def create_app(bench: Workbench, registry: CollectorRegistry | None = None) -> A
     @guarded
     async def overview(request: Request) -> Response:
         view = await run_in_threadpool(bench.overview, await person(request))
-        rows = [row_json(r) for r in view.annotators]
-        counts = {"open_tasks": view.open_tasks, "free_tasks": view.free_tasks}
+        rows = [row_json(r, bench.clock()) for r in view.annotators]
+        counts = {
+            "open_tasks": view.open_tasks,
+            "free_tasks": view.free_tasks,
+            "unfinishable": asdict(view.unfinishable),
+        }
         filtered = {"counts": view.rule_filtered, "newest": [filtered_json(f) for f in view.filtered]}
         return JSONResponse(
             {"annotators": rows, **counts, "doubles": doubles_json(view.doubles), "rule_filtered": filtered}

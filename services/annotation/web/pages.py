@@ -87,7 +87,9 @@ WORDS = Catalog(
         "help_next": ("载入下一个任务", "Load the next task"),
         "help_help": ("显示 / 隐藏快捷键", "Show / hide shortcuts"),
         "col_name": ("标注员", "Annotator"),
-        "col_open": ("进行中", "Open"),
+        "col_open": ("手上任务", "Held"),
+        "col_idle": ("超时未动", "Past lease"),
+        "col_oldest": ("最久未动（分钟）", "Oldest (min)"),
         "col_done": ("已完成", "Done"),
         "col_agreement": ("与最终排序一致率", "Agreement with rankings"),
         "col_cycles": ("处于冲突环的标注占比", "Share on cycles"),
@@ -100,6 +102,14 @@ WORDS = Catalog(
         "flag": ("需关注", "check"),
         "queue": ("待标注三元组任务：", "Open triple-wise tasks: "),
         "queue_free": ("其中未领取：", "not yet given out: "),
+        "unfinishable": (
+            "有 {prompts} 个问题无法完成：按当前规则（people_per_prompt={rule}）一个问题最多需要 {needed} 位"
+            "不同的标注员，而能标注的有效账号只有 {accounts} 个。请把 --people-per-prompt 设为 {accounts}，"
+            "或添加标注员账号。",
+            "{prompts} prompts cannot be finished: under the rule (people_per_prompt={rule}) one needs up to {needed} "
+            "different people, and {accounts} active accounts annotate. Set the service's --people-per-prompt "
+            "{accounts}, or add annotator accounts.",
+        ),
         "doubles_title": ("双人独立标注", "Double annotation"),
         "doubles_summary": (
             "两份都已完成的双份三元组：{triples}；比较的两两关系：{compared}；一致率：{agreement}（论文目标 {target}）",
@@ -214,7 +224,8 @@ def admin_body(lang: str) -> str:
         + signin_form(lang)
         + '<section id="work" class="hidden">'
         + toolbar(lang, counter=False)
-        + '<p id="queue"></p><table class="data" id="annotators"><thead></thead><tbody></tbody></table>'
+        + '<p id="queue"></p><p id="unfinishable" class="flagged hidden"></p>'
+        '<table class="data" id="annotators"><thead></thead><tbody></tbody></table>'
         f'<p class="muted">{escape(w["overview_help"])}</p>'
         f'<section id="doubles"><h3>{escape(w["doubles_title"])}</h3><p id="doubles-summary"></p>'
         '<table class="data hidden" id="pairs"><thead></thead><tbody></tbody></table></section>'

@@ -3,15 +3,17 @@
     bench = Workbench(AnnotationService(engine, publisher))
     person = bench.sign_in(token)                         # Unauthenticated for a wrong token; Forbidden for a role
                                                           # that does not annotate (cheems.roles.ANNOTATE)
-    task = bench.next_task(person)                        # their open task, else the oldest free one; or None
+    task = bench.next_task(person)                        # the oldest task they hold, else a new one; or None
     bench.withheld(person)                                # free triples left for others (prompts they did)
     bench.submit(person, task.task_id, {"annotation_id": "web-1", "order": [["r1"], ["r2", "r3"]]})
     bench.overview(person)                                # Forbidden unless an admin
 
-A task belongs to the annotator it was given to (a claim, `services.store.annotators`), and a prompt's triples
-go to different annotators (none of a prompt they annotated or hold a task of). Submitting takes the same path,
-and the same claim rule, as gRPC `SubmitAnnotation` (`submission.submit`, `services.store.assignments`). What an
-annotator may hit:
+The next task comes from the queue's one rule, the one their gRPC ListTasks follows (`AnnotationService.assign`,
+`services.store.annotators`), with a limit of one: the oldest task they hold (opened now, so its lease starts
+again), else one given to them now, of a prompt they have not done their share of. Submitting takes the same path,
+and the same claim rule, as gRPC `SubmitAnnotation` (`submission.submit`, `services.store.assignments`). The
+overview shows who holds what (`annotators.holdings`) and the prompts the accounts cannot finish under the
+service's rule (`annotators.unfinishable`). What an annotator may hit:
 
     the same annotation sent twice              200, created False: stored once ("already submitted")
     a task given to someone else after the lease ran out, or reassigned      409 stale_task
@@ -23,18 +25,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from cheems import errors
 from cheems.roles import ADMIN, ANNOTATE, spelled
 from services.annotation.algorithm.doubles import DoubleAgreement, double_agreement
 from services.annotation.algorithm.quality import Judgment, Quality, annotator_quality, stored_relations
-from services.annotation.service import AnnotationService, OpenTask, open_task_of
+from services.annotation.service import AnnotationService, OpenTask
 from services.annotation.submission import Submission, submit
 from services.annotation.web.form import parse_form
 from services.store import accounts
 from services.store import annotators as queue
+from services.store.annotators import Holding, Unfinishable
 from services.store.db import session_scope
 from services.store.filtered import FilteredResponse, filtered, reason_counts
 from services.store.models import Annotation, AnnotationTask
@@ -45,15 +48,6 @@ FILTERED_SHOWN = 50  # the overview's list of responses the rule filter kept out
 
 class UnknownWebTask(errors.NotFound):
     reason = "unknown_task"
-
-
-@dataclass(frozen=True)
-class WorkbenchConfig:
-    lease_seconds: float = 1800.0  # a claimed task idle this long may be given to another annotator
-
-    def __post_init__(self) -> None:
-        if not self.lease_seconds > 0:
-            raise ValueError(f"lease_seconds must be > 0, got {self.lease_seconds}")
 
 
 @dataclass(frozen=True)
@@ -68,7 +62,7 @@ class AnnotatorRow:
     account: bool  # False: a name seen on annotations (gRPC, simulated) without a web account
     admin: bool
     active: bool
-    open: int  # open tasks they hold
+    held: Holding | None  # the open tasks they hold (None: none)
     quality: Quality | None  # None: no annotation yet
 
 
@@ -76,7 +70,8 @@ class AnnotatorRow:
 class Overview:
     annotators: list[AnnotatorRow]
     open_tasks: int  # open triple-wise tasks
-    free_tasks: int  # of which nobody holds
+    free_tasks: int  # of which nobody holds (or nobody worked on for the lease)
+    unfinishable: Unfinishable  # prompts the accounts that annotate cannot finish under the rule
     doubles: DoubleAgreement  # agreement of the two annotations of each doubled triple
     rule_filtered: dict[str, int]  # responses the rule filter kept out of annotation, by reason
     filtered: list[FilteredResponse]  # the newest of them (FILTERED_SHOWN at most)
@@ -87,11 +82,9 @@ def utcnow() -> datetime:
 
 
 class Workbench:
-    def __init__(
-        self, service: AnnotationService, config: WorkbenchConfig | None = None, clock: Callable[[], datetime] = utcnow
-    ) -> None:
-        self.service, self.config, self.clock = service, config or WorkbenchConfig(), clock
-        self.lease = timedelta(seconds=self.config.lease_seconds)
+    def __init__(self, service: AnnotationService, clock: Callable[[], datetime] = utcnow) -> None:
+        self.service, self.clock = service, clock
+        self.lease = service.queue.lease
 
     def sign_in(self, token: str | None) -> Person:
         if not token:
@@ -104,15 +97,15 @@ class Workbench:
         return Person(who.name, who.role == ADMIN)
 
     def next_task(self, person: Person) -> OpenTask | None:
-        """The task the annotator holds, else the oldest free triple-wise task, now held by them."""
-        with session_scope(self.service.engine) as session:
-            queued = queue.claim_next(session, person.name, self.clock(), self.lease)
-            return None if queued is None else open_task_of(queued)
+        """The oldest triple-wise task the annotator holds, opened now, else one given to them now (None: none)."""
+        tasks = self.service.assign(person.name, group_size=3, limit=1, opening=True, now=self.clock())
+        return tasks[0] if tasks else None
 
     def withheld(self, person: Person) -> int:
-        """Free triples left that the annotator may not take: of prompts they annotated or hold a task of."""
+        """Free triples left for others, asked after `next_task` gave the annotator none: they did their share of
+        each one's prompt (annotated or hold its tasks)."""
         with session_scope(self.service.engine) as session:
-            return queue.withheld(session, person.name, self.clock(), self.lease)
+            return queue.withheld(session, self.clock(), self.lease)
 
     def submit(self, person: Person, task_id: str, body: Any) -> bool:
         """Store the annotator's ranking of a task assigned to them (the claim rule of `submission`); False when
@@ -134,17 +127,20 @@ class Workbench:
             raise Forbidden("the overview is for admins")
         with session_scope(self.service.engine) as session:
             people = [a for a in accounts.list_accounts(session) if a.role in ANNOTATE]
-            held = queue.open_claims(session)
+            held = {h.annotator: h for h in queue.holdings(session, self.clock(), self.lease)}
+            unfinishable = queue.unfinishable(session, self.service.queue.people_per_prompt)
             stored, rankings = queue.annotated_by_people(session)
             judgments = [judgment(a) for a in stored]
-            doubles = double_agreement([(judgment(a), judgment(b)) for a, b in queue.doubled_annotations(session)])
+            pairs = [(judgment(a), judgment(b)) for a, b in queue.doubled_annotations(session)]
+            doubles = double_agreement(pairs, judgments)
             open_tasks, free_tasks = queue.queue_size(session, self.clock(), self.lease)
             rule_filtered, newest = reason_counts(session), filtered(session, limit=FILTERED_SHOWN)
         figures = annotator_quality(judgments, rankings)
-        rows = [AnnotatorRow(p.name, True, p.admin, p.active, held.get(p.name, 0), figures.get(p.name)) for p in people]
+        rows = [AnnotatorRow(p.name, True, p.admin, p.active, held.get(p.name), figures.get(p.name)) for p in people]
         known = {p.name for p in people}
-        rows += [AnnotatorRow(n, False, False, False, 0, q) for n, q in figures.items() if n not in known]
-        return Overview(sorted(rows, key=lambda r: r.name), open_tasks, free_tasks, doubles, rule_filtered, newest)
+        rows += [AnnotatorRow(n, False, False, False, held.get(n), q) for n, q in figures.items() if n not in known]
+        rows.sort(key=lambda r: r.name)
+        return Overview(rows, open_tasks, free_tasks, unfinishable, doubles, rule_filtered, newest)
 
 
 def judgment(annotation: Annotation) -> Judgment:

@@ -1,13 +1,23 @@
 """`cheems serve --follow`: the default model is the registry's `production` model, and follows it.
 
-    follower = Follower(feed, slot, lambda ref: load_served(config, ref), lookup).start()
+    follower = Follower(feed, slot, lambda ref: load_served(config, ref), lookup, count=metrics.count_follow_event)
+    follower.start()
     ...
     follower.stop()
 
 The follower switches the default model (what calls that name no model get) when a model becomes production:
 a ModelEvent whose step ends in `production` (a promotion, a rollback) on cheems.models.v1, or, every
-`reconcile_seconds`, the registry's `production` alias read directly (an event relayed late or missed). A
-registration changes nothing: a candidate is served only to the calls that name it (`ModelShelf`), so no
+`reconcile_seconds`, the registry's `production` alias read directly (an event relayed late or missed). An event
+is only a hint: more than one service may write to the models topic, so what it says is checked in the registry
+(`lookup`) before anything loads. The model it names must be registered, servable and production there, and the
+path it carries (if any) the registry's; the model is then loaded from the registry's record, never from the event.
+An event that does not match (an unknown id, a candidate said to be production, a production model with another
+path: forged, or a step the registry has moved past) changes nothing, is logged as a WARNING naming the model id
+and what did not match, and is counted (`count(result)`: `cheems_scorer_follow_events_total{result}`, result
+`applied`, `ignored` (not a step to production), `refused` (did not match the registry) or `unverified` (the
+registry could not be read: the reconciliation catches up)). Without a registry nothing an event says is acted on.
+
+A registration changes nothing: a candidate is served only to the calls that name it (`ModelShelf`), so no
 unevaluated model reaches an RLHF client by default. The new production model is loaded while the current one
 keeps serving (its own Triton, or a second torch model, and its tokenizers), then `ModelSlot.swap` switches
 atomically: calls already running finish on the old model, which is closed once they are done. A model that
@@ -23,10 +33,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC
 
 from cheems.v1 import events_pb2, training_pb2
-from services.scorer.errors import ScorerError
+from services.scorer.errors import ScorerError, UnknownModel
 from services.scorer.models.feed import ModelFeed
 from services.scorer.models.loading import load_error, public_load_error
 from services.scorer.models.served import ModelRef, ModelSlot, ServedModel
@@ -35,11 +44,6 @@ from services.store.lifecycle import PRODUCTION
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 2.0  # pause after a failed poll (broker gone), before polling again
-
-
-def ref_of(model: training_pb2.Model) -> ModelRef:
-    created = model.created_at.ToDatetime(tzinfo=UTC) if model.HasField("created_at") else None
-    return ModelRef(model.model_id, model.path, created)
 
 
 class Follower:
@@ -51,8 +55,9 @@ class Follower:
         lookup: Lookup | None = None,
         poll_ms: int = 500,
         reconcile_seconds: float = 5.0,
+        count: Callable[[str], None] = lambda result: None,
     ) -> None:
-        self.feed, self.slot, self.load, self.lookup = feed, slot, load, lookup
+        self.feed, self.slot, self.load, self.lookup, self.count = feed, slot, load, lookup, count
         self.poll_ms, self.reconcile_seconds = poll_ms, reconcile_seconds
         self.switches = 0
         self._failed = ""  # the production model that would not load: not tried again until another comes
@@ -86,12 +91,41 @@ class Follower:
         return True
 
     def on_event(self, event: events_pb2.ModelEvent) -> bool:
-        """A step that makes a model production switches to it; anything else changes nothing."""
+        """A step that makes a model production switches to it, once the registry confirms it (`verified`);
+        anything else changes nothing."""
+        model_id = event.model.model_id
         if event.change.to_state != PRODUCTION:
             step = event.change.action or "registered"
-            log.info("model %s %s: served only to calls naming it", event.model.model_id, step)
+            log.info("model %s %s: served only to calls naming it", model_id, step)
+            self.count("ignored")
             return False
-        return self.handle(ref_of(event.model))
+        ref, result, why = self.verified(event.model)
+        self.count(result)
+        if ref is None:
+            log.warning("ignoring a ModelEvent saying model %r is production: %s", model_id[:80], why)
+            return False
+        return self.handle(ref)
+
+    def verified(self, claimed: training_pb2.Model) -> tuple[ModelRef | None, str, str]:
+        """(the registry's record of a model an event says is production, "applied", "") when the registry holds
+        it as production, at the path the event gives if it gives one; else (None, "refused" or "unverified",
+        what did not match)."""
+        if self.lookup is None:
+            return None, "refused", "the scorer follows without a registry to check it against"
+        try:
+            ref, aliases = self.lookup(claimed.model_id)
+        except UnknownModel as e:  # unknown, rejected, retired
+            return None, "refused", f"the registry does not serve it ({e})"
+        except ScorerError as e:  # the registry unreachable: the reconciliation reads it again later
+            return None, "unverified", f"the registry could not be read ({e})"
+        if ref.model_id != claimed.model_id:  # an alias given as an id
+            return None, "refused", f"it is no model id: the registry resolves it to {ref.model_id}"
+        if PRODUCTION not in aliases:
+            return None, "refused", "it is registered, but the registry's production alias does not point at it"
+        if claimed.path and claimed.path != ref.path:
+            why = f"the event's path {claimed.path[:200]!r} is not the registry's path of that model"
+            return None, "refused", why
+        return ref, "applied", ""
 
     def reconcile(self) -> bool:
         """Switch to the registry's production model if it is not the default (a step whose event is late)."""

@@ -53,6 +53,7 @@ def registry_lookup(url: str) -> Lookup:
 
     from services.store import lifecycle
     from services.store.db import StoreConfig, create_engine_for, read_scope
+    from services.store.errors import InvalidRecord
     from services.store.errors import UnknownModel as NotRegistered
 
     engine = create_engine_for(StoreConfig(url))
@@ -63,7 +64,7 @@ def registry_lookup(url: str) -> Lookup:
                 model = lifecycle.resolve(session, name)
                 why = lifecycle.unservable_reason(model)
                 aliases = lifecycle.aliases(session).get(model.id, [])
-        except NotRegistered as e:
+        except (NotRegistered, InvalidRecord) as e:  # no such model, or an id no model could have
             raise UnknownModel(str(e)) from None
         except SQLAlchemyError as e:
             raise BackendUnavailable(f"the model registry is unreachable: {str(e).splitlines()[0]}") from None

@@ -98,7 +98,8 @@ class ServedModel:
         if url := getattr(self.host, "metrics_url", ""):
             return triton_source(url, {self.host.name: self.ref.model_id})
         if self.backend.name == "vllm" and (url := getattr(self.backend, "url", "")):
-            return vllm_source(url, {getattr(self.backend, "model_name", ""): self.ref.model_id})
+            name, key = getattr(self.backend, "model_name", ""), getattr(self.backend, "api_key", "")
+            return vllm_source(url, {name: self.ref.model_id}, key)
         return None
 
     def ready(self) -> bool:

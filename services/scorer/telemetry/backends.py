@@ -5,7 +5,8 @@
 
 Triton (`nv_inference_*`: queue, compute and request times, per model; `nv_cpu_*`, `nv_gpu_*`) and the vLLM
 engine (`vllm:*`: queue, prefill and end-to-end histograms, prefix-cache queries and hits, tokens) listen on
-loopback ports the scorer chose, which nothing else can scrape. At each scrape of the scorer every source is read
+loopback ports the scorer chose, which nothing else can scrape (a vLLM engine's /metrics wants its API key, sent as
+a bearer token: `Source.token`, never printed). At each scrape of the scorer every source is read
 (HTTP GET, `timeout` seconds each, all at once) and its families whose names begin with the source's prefixes
 are yielded again as they were, each sample that names a model the scorer serves given `model_id` as well. A
 source that cannot be read or parsed yields nothing and counts one `cheems_scorer_backend_metrics_errors_total
@@ -43,6 +44,7 @@ class Source:
     prefixes: tuple[str, ...]
     label: str  # "model" (Triton), "model_name" (vLLM)
     models: Mapping[str, str] = field(default_factory=dict)  # that label's value -> the scorer's model id
+    token: str = field(default="", repr=False)  # the engine's API key, sent as `Authorization: Bearer` ("" = none)
 
 
 def triton_source(url: str, models: Mapping[str, str]) -> Source:
@@ -50,9 +52,10 @@ def triton_source(url: str, models: Mapping[str, str]) -> Source:
     return Source("triton", f"http://{url}/metrics", ("nv_",), "model", dict(models))
 
 
-def vllm_source(url: str, models: Mapping[str, str]) -> Source:
-    """A vLLM server's /metrics (the port it serves on); `models`: its served model name -> model id."""
-    return Source("vllm", f"http://{url}/metrics", ("vllm:",), "model_name", dict(models))
+def vllm_source(url: str, models: Mapping[str, str], token: str = "") -> Source:
+    """A vLLM server's /metrics (the port it serves on); `models`: its served model name -> model id; `token`: its
+    API key."""
+    return Source("vllm", f"http://{url}/metrics", ("vllm:",), "model_name", dict(models), token)
 
 
 def merge(sources: Iterable[Source]) -> list[Source]:
@@ -61,18 +64,19 @@ def merge(sources: Iterable[Source]) -> list[Source]:
     for source in sources:
         known = by_url.get(source.url)
         models = {**(known.models if known else {}), **source.models}
-        by_url[source.url] = Source(source.backend, source.url, source.prefixes, source.label, models)
+        by_url[source.url] = Source(source.backend, source.url, source.prefixes, source.label, models, source.token)
     return list(by_url.values())
 
 
-def fetch(url: str, timeout: float = TIMEOUT) -> str:
-    """The body of GET `url` (http only), as text; OSError or ValueError when it cannot be had."""
+def fetch(url: str, timeout: float = TIMEOUT, token: str = "") -> str:
+    """The body of GET `url` (http only, `token` as a bearer token if given), as text; OSError or ValueError when it
+    cannot be had."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise ValueError(f"not an http URL: {url!r}")
     connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
     try:
-        connection.request("GET", parts.path or "/")
+        connection.request("GET", parts.path or "/", headers={"Authorization": f"Bearer {token}"} if token else {})
         response = connection.getresponse()
         body = response.read(MAX_BYTES + 1)
     except http.client.HTTPException as e:
@@ -141,7 +145,7 @@ class BackendExport(Collector):
 
     def _read(self, source: Source) -> list[Metric]:
         try:
-            return families(fetch(source.url, self.timeout), source)
+            return families(fetch(source.url, self.timeout, source.token), source)
         except Exception:  # unreachable, slow, not an exposition: nothing from it this time, and the scrape goes on
             self.errors.labels(source.backend).inc()
             return []

@@ -11,6 +11,8 @@ max_length). Per forward of the torch backend's batcher: `cheems_scorer_forward_
 `cheems_scorer_forward_sequences`, and how well a batch is used: `cheems_scorer_forward_tokens_total` (what the
 model computed, padding included), `cheems_scorer_padding_tokens_total`, `cheems_scorer_prefix_shared_tokens_total`
 (tokens of a shared prompt computed once instead of again), so that forward = prompt - prefix-shared + padding.
+With --follow: `cheems_scorer_follow_events_total{result}`, the models topic's events by what came of them
+(applied, ignored, refused: a claim the registry does not back, unverified: the registry away).
 
 At each scrape, for the models loaded now: `cheems_scorer_model_info{model_id,backend,dtype,default}` (1, as
 Prometheus' `*_info` metrics), `cheems_scorer_in_flight{model_id}` (calls using it), and
@@ -130,6 +132,14 @@ class ScorerMetrics:
             ["backend"],
             registry=r,
         )
+        self.follow_events = Counter(
+            "cheems_scorer_follow_events",
+            "ModelEvents --follow read, by what came of them: applied (the registry confirmed it is production), "
+            "ignored (no step to production), refused (the registry does not hold what the event says), unverified "
+            "(the registry could not be read)",
+            ["result"],
+            registry=r,
+        )
         self.watch = RewardWatch(r, reward_window)
 
     def _of(self, model_id: str) -> _Series:
@@ -176,6 +186,11 @@ class ScorerMetrics:
             series.forward_tokens.inc(tokens.computed)
             series.padding.inc(tokens.padding)
             series.shared.inc(tokens.shared)
+
+    def count_follow_event(self, result: str) -> None:
+        """--follow read a ModelEvent: `result` is what came of it (`models.follow.Follower.on_event`)."""
+        if self.enabled:
+            self.follow_events.labels(result).inc()
 
     # --- read at each scrape
 

@@ -4,9 +4,12 @@ One call is one request: its sequences go as lists of token ids (the engine neve
 engine's continuous batching merges them with other calls' requests; its prefix cache computes a prompt
 shared by several responses once. Connections are kept alive in a small pool (one per call in flight).
 
+Every request carries the engine's API key (`Authorization: Bearer KEY`: the key of the engine the scorer
+started, or --vllm-api-key-file's for one at --vllm-url); the key is never logged nor put in an error.
+
 What comes back is checked: one finite value per sequence, else the call fails (INTERNAL) naming what the
-engine said. A server that cannot be reached, dropped the connection, or answers 5xx (its engine died) is
-UNAVAILABLE, and a call past its deadline DEADLINE_EXCEEDED.
+engine said. A server that cannot be reached, dropped the connection, answers 5xx (its engine died) or refuses
+the key (401, 403: a key the scorer was not given) is UNAVAILABLE, and a call past its deadline DEADLINE_EXCEEDED.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 from services.scorer.deadline import Deadline
 from services.scorer.errors import BackendUnavailable, DeadlineExceeded, ScorerError
-from services.scorer.vllm.engine import connection_to, healthy
+from services.scorer.vllm.engine import authorization, connection_to, healthy
 
 KEEP_ALIVE = 3.0  # seconds an idle connection is reused: below the server's keep-alive (uvicorn: 5 s)
 # how a connection the server closed fails before any reply comes
@@ -42,20 +45,34 @@ class VllmBackend:
 
     name = "vllm"
 
-    def __init__(self, url: str, model_name: str, prefix_sharing: bool = False, dtype: str = "") -> None:
+    def __init__(
+        self, url: str, model_name: str, prefix_sharing: bool = False, dtype: str = "", api_key: str = ""
+    ) -> None:
         """`prefix_sharing` and `dtype`: how the engine runs, as far as the scorer knows (an engine it started);
-        False and "" for one at --vllm-url, which the scorer cannot ask."""
+        False and "" for one at --vllm-url, which the scorer cannot ask. `api_key`: what the engine requires."""
         self.url = host_port(url)
         self.model_name, self.prefix_sharing, self.dtype = model_name, prefix_sharing, dtype
+        self._key = api_key
         self._idle: queue.SimpleQueue[tuple[str, http.client.HTTPConnection, float]] = queue.SimpleQueue()
         self._closed = False
 
-    def reconnect(self, url: str) -> None:
-        """Point at a restarted server; connections to the old one are dropped as they come back."""
+    def __repr__(self) -> str:  # never the key
+        return f"VllmBackend(url={self.url!r}, model_name={self.model_name!r})"
+
+    @property
+    def api_key(self) -> str:
+        """The key sent to the engine (its metrics are read with it too)."""
+        return self._key
+
+    def reconnect(self, url: str, api_key: str | None = None) -> None:
+        """Point at a restarted server (with its new key); connections to the old one are dropped as they come
+        back."""
+        if api_key is not None:
+            self._key = api_key
         self.url = host_port(url)
 
     def ready(self) -> bool:
-        return not self._closed and healthy(self.url, timeout=2.0)
+        return not self._closed and healthy(self.url, timeout=2.0, key=self._key)
 
     def score(self, sequences: Sequence[Sequence[int]], deadline: Deadline | None = None) -> list[float]:
         if self._closed:
@@ -67,6 +84,8 @@ class VllmBackend:
         status, reply = self._post("/pooling", body, timeout)
         if status >= 500 or status == 429:
             raise BackendUnavailable(f"the vLLM engine at {self.url} cannot serve (HTTP {status}): {said(reply)}")
+        if status in (401, 403):
+            raise BackendUnavailable(f"the vLLM engine at {self.url} refused the scorer's API key (HTTP {status})")
         if status != 200:
             raise ScorerError(f"the vLLM engine at {self.url} refused the request (HTTP {status}): {said(reply)}")
         return rewards(reply, len(sequences))
@@ -94,7 +113,7 @@ class VllmBackend:
             connection.timeout = timeout
             if connection.sock is not None:
                 connection.sock.settimeout(timeout)
-            connection.request("POST", path, body, {"Content-Type": "application/json"})
+            connection.request("POST", path, body, {"Content-Type": "application/json", **authorization(self._key)})
             response = connection.getresponse()
             reply = response.read()
         except TimeoutError:

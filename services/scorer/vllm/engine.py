@@ -6,10 +6,14 @@
 
 The server runs the checkpoint as vLLM's pooling runner with last-token pooling and no activation (the
 model's default for a one-label classifier would squash the reward), on loopback only: the scorer is the
-front door. Its output goes to a log file (`log_file`); a server that exits before it is ready fails the start
-with that log's last lines. `restart` starts a fresh server on a new port and tells the backend
-(`on_restart(url)`); `stop` ends the server and every process it started (its engine core and workers). The
-server is sent SIGTERM when the scorer dies (`cheems.processes.parent`), SIGKILL included.
+front door. Each start draws a new API key (`api_key`) that only the scorer holds: the server gets it in its
+environment (VLLM_API_KEY: not on its command line, which every local user can read) and checks it on every route
+but /health (`keyguard`, loaded from a private copy; vLLM's own check covers /v1 only); the scorer sends it on
+every call. On the CPU each start sizes its workers' KV caches for the host's memory then (`memory`), and refuses
+in one line what cannot fit. Its output goes to a log file (`log_file`); a server that exits before it is ready
+fails the start with that log's last lines. `restart` starts a fresh server on a new port, with a new key, and
+tells the backend (`on_restart(url, key)`); `stop` ends the server and every process it started (its engine core
+and workers). The server is sent SIGTERM when the scorer dies (`cheems.processes.parent`), SIGKILL included.
 """
 
 from __future__ import annotations
@@ -20,13 +24,15 @@ import json
 import logging
 import os
 import re
+import secrets
+import shutil
 import signal
 import subprocess
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cheems.credentials import open_private
@@ -34,6 +40,8 @@ from cheems.processes import Proc, kill, tree
 from cheems.processes.parent import spawn
 from cheems.processes.ports import free_port
 from services.scorer.errors import BackendUnavailable
+from services.scorer.vllm import keyguard
+from services.scorer.vllm.memory import cpu_kv_cache, gib
 
 log = logging.getLogger(__name__)
 # vLLM 0.32's server module (`vllm serve` is the same; the CPU wheel's `vllm` command cannot find its own version)
@@ -42,6 +50,7 @@ POOLER = {"pooling_type": "LAST", "use_activation": False}
 EXCEPTION = re.compile(r"\b\w+(Error|Exception): .*")  # an exception's own line in the server's log
 NOTICE = re.compile(r"\) (INFO|WARNING|DEBUG) ")  # a vLLM log line that is no failure
 WRAPPER = re.compile(r"root cause|initialization failed|EngineDeadError")  # vLLM's lines that point elsewhere
+GUARD_MODULE = "cheems_vllm_keyguard"  # `keyguard`, as the engine imports it from its private copy
 
 
 @dataclass(frozen=True)
@@ -54,7 +63,8 @@ class EngineOptions:
     dtype: str = "float32"  # resolved already: bfloat16, float16 or float32
     max_model_len: int = 2048
     prefix_caching: bool = True
-    memory_fraction: float = 0.9  # --gpu-memory-utilization (on the CPU build: of the NUMA node's memory)
+    memory_fraction: float = 0.9  # --gpu-memory-utilization on CUDA; on the CPU, the KV caches' share (`memory`)
+    kv_cache_bytes: int = 0  # --kv-cache-memory-bytes per worker; 0 = on the CPU, computed at each start (`memory`)
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 32768
     quick_start: bool = False  # no compiling or CUDA graphs, one process at TP 1: ready sooner, serves slower
@@ -74,10 +84,12 @@ def engine_command(model_dir: str, name: str, port: int, options: EngineOptions)
         "--max-model-len", str(o.max_model_len),
         "--enable-prefix-caching" if o.prefix_caching else "--no-enable-prefix-caching",
         "--gpu-memory-utilization", str(o.memory_fraction),
+        *(["--kv-cache-memory-bytes", str(o.kv_cache_bytes)] if o.kv_cache_bytes else []),
         "--max-num-seqs", str(o.max_num_seqs),
         "--max-num-batched-tokens", str(max(o.max_num_batched_tokens, o.max_model_len)),
         "--host", "127.0.0.1", "--port", str(port),
         "--disable-uvicorn-access-log",  # (its stats stay on: /metrics counts prefix-cache hits, queue, latency)
+        "--middleware", f"{GUARD_MODULE}.KeyGuard",  # the key on every route but /health (keyguard.py)
     ]  # fmt: skip
     if o.otlp_traces_endpoint:  # it continues the `traceparent` a request carries
         command += ["--otlp-traces-endpoint", o.otlp_traces_endpoint]
@@ -88,12 +100,17 @@ def engine_command(model_dir: str, name: str, port: int, options: EngineOptions)
     return command
 
 
-def engine_environment(options: EngineOptions) -> dict[str, str]:
-    """The server's environment: no usage reports (a pod may reach the internet; nothing leaves it from us) and,
-    for a quick start at TP 1, the engine core in the server's process (a third of the start-up time here)."""
+def engine_environment(options: EngineOptions, api_key: str = "", guard_dir: str = "") -> dict[str, str]:
+    """The server's environment: its API key and where its key guard is (`guard_dir`, first on PYTHONPATH) and no
+    usage reports (a pod may reach the internet; nothing leaves it from us). The engine core always runs in a process
+    of its own: vLLM's API server builds AsyncLLM, whose core client is multiprocess whatever
+    VLLM_ENABLE_V1_MULTIPROCESSING says (that variable steers only the offline LLMEngine; vLLM 0.32)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
-    if options.quick_start and options.tensor_parallel_size == 1:
-        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    env.pop(keyguard.KEY_VARIABLE, None)  # never a key the scorer's own environment carries
+    if api_key:
+        env[keyguard.KEY_VARIABLE] = api_key
+    if guard_dir:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (guard_dir, env.get("PYTHONPATH", "")) if p)
     if options.otlp_traces_endpoint:  # the other OTEL_* variables are the scorer's own
         env.setdefault("OTEL_SERVICE_NAME", "scorer-vllm")
     if options.device == "cpu":
@@ -128,10 +145,17 @@ class VllmEngine:
         self.model_dir, self.name, self.options = model_dir, name, options
         self.url = ""
         self.log_file = ""
+        self._key = ""  # this start's API key: the scorer's only (never logged, never on a command line)
+        self._guard_dir = ""  # the private folder holding the key guard the server imports
         self._process: subprocess.Popen[bytes] | None = None
         self._procs: list[Proc] = []  # the server's process tree, noted while it runs
         self._lock = threading.Lock()
-        self.on_restart: Callable[[str], None] = lambda url: None
+        self.on_restart: Callable[[str, str], None] = lambda url, key: None
+
+    @property
+    def api_key(self) -> str:
+        """The key the running server requires (`Authorization: Bearer KEY`); a new one at each start."""
+        return self._key
 
     @property
     def prefix_sharing(self) -> bool:
@@ -165,7 +189,7 @@ class VllmEngine:
         with self._lock:
             self._end()
             url = self._start()
-        self.on_restart(url)
+        self.on_restart(url, self._key)
         return url
 
     def stop(self) -> None:
@@ -173,10 +197,12 @@ class VllmEngine:
             self._end()
 
     def _start(self) -> str:
+        options = self._sized()  # refused here, before anything starts, when it cannot fit
         port = free_port()
         self.log_file = os.path.join(tempfile.gettempdir(), f"cheems-vllm-{port}.log")
-        command = engine_command(self.model_dir, self.name, port, self.options)
-        env = engine_environment(self.options)
+        command = engine_command(self.model_dir, self.name, port, options)
+        self._key, self._guard_dir = secrets.token_urlsafe(32), guard_folder()
+        env = engine_environment(options, self._key, self._guard_dir)
         with open_private(self.log_file, "wb") as out:  # 0600 from its creation, no symlink followed
             self._process = spawn(  # SIGTERM when the scorer dies: its own group would outlive it otherwise
                 command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
@@ -191,7 +217,7 @@ class VllmEngine:
                 why = f"exited with status {self._process.returncode}"
                 self._end()
                 raise BackendUnavailable(f"the vLLM engine for {self.model_dir} {why}: {self._tail()}")
-            if healthy(url, timeout=2.0):
+            if healthy(url, timeout=2.0, key=self._key):
                 self.url = url
                 self.note_processes()
                 log.info("vLLM engine ready at %s", url)
@@ -203,8 +229,20 @@ class VllmEngine:
             f"(--vllm-start-seconds): {self._tail()}"
         )
 
+    def _sized(self) -> EngineOptions:
+        """The options of this start: on the CPU, each worker's KV cache sized for the host's memory now."""
+        o = self.options
+        if o.device != "cpu" or o.kv_cache_bytes:
+            return o
+        kv = cpu_kv_cache(self.model_dir, o.tensor_parallel_size, o.memory_fraction, o.dtype, dict(os.environ))
+        log.info("vLLM CPU engine: %s GiB of KV cache for each of %d worker(s)", gib(kv), o.tensor_parallel_size)
+        return replace(o, kv_cache_bytes=kv)
+
     def _end(self) -> None:
         process, self._process = self._process, None
+        if self._guard_dir:  # the server imported it when it started
+            shutil.rmtree(self._guard_dir, ignore_errors=True)
+            self._guard_dir = ""
         if process is None:
             return
         if process.poll() is None:
@@ -242,11 +280,24 @@ def connection_to(url: str, timeout: float | None = None) -> http.client.HTTPCon
     return http.client.HTTPConnection(host, int(port), timeout=timeout)
 
 
-def healthy(url: str, timeout: float) -> bool:
-    """Whether the vLLM server at host:port answers /health with 200."""
+def guard_folder() -> str:
+    """A private folder (0700) holding the key guard as the engine imports it (`--middleware`)."""
+    folder = tempfile.mkdtemp(prefix="cheems-vllm-guard-")
+    shutil.copyfile(keyguard.__file__, os.path.join(folder, f"{GUARD_MODULE}.py"))
+    return folder
+
+
+def authorization(key: str) -> dict[str, str]:
+    """The header that carries the engine's API key (none without a key)."""
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def healthy(url: str, timeout: float, key: str = "") -> bool:
+    """Whether the vLLM server at host:port answers /health with 200 (the key sent too: /health is open in vLLM and
+    in the key guard, but a server in front of it may not be)."""
     connection = connection_to(url, timeout)
     try:
-        connection.request("GET", "/health")
+        connection.request("GET", "/health", headers=authorization(key))
         return connection.getresponse().status == 200
     except (OSError, http.client.HTTPException):
         return False

@@ -73,3 +73,14 @@ def test_a_child_holding_the_socket_counts_as_its_parents_tree() -> None:
     finally:
         processes.kill(processes.tree(parent.pid))
         parent.wait(timeout=10)
+
+
+def test_a_free_block_skips_a_block_where_one_port_is_taken() -> None:
+    whole = ports.free_block(10, 40000, 40100)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", whole + 3))
+        taken.listen()
+        other = ports.free_block(10, 40000, 40100)
+        assert other != whole and not (other <= whole + 3 < other + 10)
+    with pytest.raises(RuntimeError, match="no 10 free ports in a row"):
+        ports.free_block(10, 40000, 40009)  # no whole block fits the range

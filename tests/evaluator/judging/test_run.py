@@ -19,7 +19,7 @@ from services.annotation.simulation.judge import JudgeServer, SimulatedJudge, Si
 from tests.evaluator.judging.chat_server import ChatServer, answers, prefer_longer
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "sample"
-README = SAMPLE.parents[1] / "README.md"
+README = SAMPLE.parents[1] / "docs" / "evaluating.md"  # the manual's page (README.md links to it)
 
 
 def item(prompt: str, category: str, contents: list[str], ranks: list[int]) -> BenchItem:
@@ -86,7 +86,7 @@ def test_the_simulated_judge_without_noise_is_always_right() -> None:
 
 
 def test_the_readme_example_is_what_the_simulated_judge_scores() -> None:
-    """README's `cheems eval ... --judge-url` output: the simulated judge at noise 0.2 on the sample."""
+    """docs/evaluating.md's `cheems eval ... --judge-url` output: the simulated judge at noise 0.2 on the sample."""
     bench = [SAMPLE / "open.jsonl", SAMPLE / "human.jsonl"]
     judge = SimulatedJudge([i for path in bench for i in read_bench(path)], SimulatedJudgeConfig(noise=0.2))
     with JudgeServer(judge) as server:

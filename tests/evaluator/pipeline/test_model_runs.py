@@ -37,7 +37,7 @@ from services.channels import open_channel
 from services.grpc_errors import REASON_KEY
 from services.hosting import HostConfig
 from services.scorer.runtime import ScorerServer
-from services.store import registry, repository
+from services.store import lifecycle, registry, repository
 from services.store.accounts import AccountBook
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
@@ -74,6 +74,9 @@ def test_a_new_model_gets_one_run_whose_result_is_stored_and_published(
     engine: Engine, fresh_broker: EmbeddedBroker, evaluated: ScorerServer, pump: Callable[..., Any]
 ) -> None:
     bootstrap, url = fresh_broker.bootstrap, f"127.0.0.1:{evaluated.grpc_port}"
+    with session_scope(engine) as session:
+        lifecycle.register_checkpoint(session, "/models/served", MODEL, "person:ops")
+    announce(bootstrap, "rm-forged00000000")  # no such model in the registry: no run
     announce(bootstrap, MODEL, times=2)
     publisher = Publisher(bootstrap)
     evaluator = ModelEvaluator(bootstrap, engine, publisher, ModelRunsConfig((str(HUMAN),), url))
@@ -82,12 +85,13 @@ def test_a_new_model_gets_one_run_whose_result_is_stored_and_published(
     listener = EventConsumer(bootstrap, [topics.EVAL_RESULTS], "listener", lambda t, k, e: results.append(e), publisher)
     try:
         with pump(evaluator.consumer, worker.consumer, sink.consumer, listener) as running:
-            running.wait_for(lambda: results and evaluator.consumer.stats.handled == 2, what="the result, both events")
+            running.wait_for(lambda: results and evaluator.consumer.stats.handled == 3, what="the result, all events")
     finally:
         for closing in (evaluator, worker, sink, listener, publisher):
             closing.close()
     with session_scope(engine) as session:
         (run,) = repository.runs_of_model(session, MODEL)  # the redelivered event started no second run
+        assert session.scalar(select(func.count()).select_from(EvalRun)) == 1  # the forged one none at all
         assert (run.state, run.bench_files, run.scorer_url) == ("succeeded", [str(HUMAN)], url)
         overall = run.result["overall"]
         assert registry.model_results(session)[MODEL][1] == overall
@@ -168,6 +172,9 @@ def test_cheems_service_evaluation_evaluates_new_models_until_sigterm(
     db, bootstrap, url = f"sqlite:///{tmp_path / 'e.db'}", fresh_broker.bootstrap, f"127.0.0.1:{evaluated.grpc_port}"
     upgrade(db)
     shutil.copy(HUMAN, tmp_path / "human.jsonl")
+    with session_scope(store := create_engine_for(StoreConfig(db))) as session:
+        lifecycle.register_checkpoint(session, "/models/served", MODEL, "person:ops")
+    store.dispose()
     cmd = [sys.executable, "-m", "cheems_cli", "service", "evaluation", "--bootstrap", bootstrap, "--db", db]
     cmd += ["--bench-root", str(tmp_path), "--scorer-url", url, "--port", "0", "--http-port", "-1"]
     missing = subprocess.run([*cmd, "--evaluate-models", "nowhere.jsonl"], capture_output=True, text=True, timeout=120)

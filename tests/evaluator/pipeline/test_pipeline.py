@@ -168,19 +168,17 @@ def test_metrics_through_kafka_equal_cheems_eval(
 
 
 def test_cli_eval_via_kafka_equals_eval_on_a_rewards_file(scorer: ScorerServer, tmp_path: Path) -> None:
-    import json
+    """`cheems eval --via-kafka` / `cheems rewards` / `cheems eval --rewards`, called in-process (the same typer
+    app `python -m cheems_cli` runs; the eval-sink tests above cover the command as a process of its own)."""
+    from typer.testing import CliRunner
+
+    from cheems_cli.main import app
 
     url = f"127.0.0.1:{scorer.grpc_port}"
 
     def cheems(*args: object) -> None:
-        run = subprocess.run(
-            [sys.executable, "-m", "cheems_cli", *map(str, args)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert run.returncode == 0, run.stderr[-2000:]
+        run = CliRunner().invoke(app, [*map(str, args)])
+        assert run.exit_code == 0, (run.output[-2000:], run.exception)
 
     cheems(
         "eval",

@@ -78,7 +78,7 @@ def stub(service: AnnotationService, engine: Engine) -> Iterator[Any]:
     grpc_host.stop(0)
 
 
-def test_sample_events_open_triple_tasks_once_for_matching_sources(
+def test_sample_events_open_triple_and_pair_tasks_once_for_matching_sources(
     engine: Engine, broker: EmbeddedBroker, publisher: Publisher, make_sample: Callable[..., Any], unique: Any
 ) -> None:
     ingested, fresh, other = unique("比较这五个回答"), unique("新来的题"), unique("留给AI的题")
@@ -96,7 +96,8 @@ def test_sample_events_open_triple_tasks_once_for_matching_sources(
         publisher.publish(topics.SAMPLES, event.sample.prompt_id or "x", event)
     publisher.flush()
     service = AnnotationService(engine)
-    intake = SampleIntake(broker.bootstrap, service, IntakeConfig(human_sources=("open*",), group=uuid.uuid4().hex))
+    sources = IntakeConfig(human_sources=("open*",), ai_sources=("human.jsonl",), group=uuid.uuid4().hex)
+    intake = SampleIntake(broker.bootstrap, service, sources)
     try:
         drain(intake.consumer)
     finally:
@@ -107,12 +108,14 @@ def test_sample_events_open_triple_tasks_once_for_matching_sources(
     with session_scope(engine) as session:
         mine = [ingested, fresh, other]  # the topic also holds other tests' samples
         stored = {p.text: p for p in session.scalars(select(Prompt).where(Prompt.text.in_(mine)))}
-        assert set(stored) == {ingested, fresh}  # the other source's prompt is left to the AI judge
+        assert set(stored) == {ingested, fresh, other}
         assert stored[fresh].system_prompt == "你是助手" and len(stored[fresh].history or []) == 2
         ids = [known, stored[fresh].id]
         count = select(func.count()).select_from(AnnotationTask).where(AnnotationTask.prompt_id.in_(ids))
         assert session.scalar(count) == 6  # nothing twice
     assert tasks_of(engine, stored[fresh].id) == [(["r1", "r2", "r3"], "open")]
+    pairs = [(["r1", "r2"], "open"), (["r1", "r3"], "open"), (["r2", "r3"], "open")]
+    assert tasks_of(engine, stored[other].id) == pairs  # the AI source's prompt: the judge's pairs, no triple
 
 
 def test_list_tasks_gives_what_an_annotator_reads(stub: Any, service: AnnotationService, engine: Engine) -> None:

@@ -14,6 +14,7 @@ from google.protobuf import descriptor_pool, json_format, message_factory
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 from sqlalchemy import Engine
 
+from cheems import roles
 from cheems.roles import OPERATOR
 from services.annotation.server import host
 from services.annotation.service import AnnotationService
@@ -80,4 +81,82 @@ def test_bytes_a_stub_would_not_send_are_invalid_argument(served: Served, raw: b
     with pytest.raises(grpc.RpcError) as info:
         call(raw, metadata=served.headers)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and says in (info.value.details() or "")
+    assert list_tasks(served, "{}") == {}  # and it serves on
+
+
+def call_json(served: Served, method: str, body: str, headers: list[tuple[str, str]]) -> dict[str, Any]:
+    """Any method, as grpcurl calls it: classes from reflection, the request as JSON, no deadline."""
+    pool = descriptor_pool.DescriptorPool(ProtoReflectionDescriptorDatabase(served.channel))
+    found = pool.FindServiceByName(SERVICE).methods_by_name[method]
+    request = json_format.Parse(body, message_factory.GetMessageClass(found.input_type)())
+    call = served.channel.unary_unary(
+        f"/{SERVICE}/{method}",
+        request_serializer=lambda m: m.SerializeToString(),
+        response_deserializer=message_factory.GetMessageClass(found.output_type).FromString,
+    )
+    return json_format.MessageToDict(call(request, metadata=headers), always_print_fields_with_no_presence=True)
+
+
+def test_a_judge_closes_its_pair_and_never_a_triple_from_json(served: Served, engine: Engine) -> None:
+    service, judge = served.service, bearer(account(engine, "judge", roles.SERVICE))
+    prompt, _ = service.take_sample("", "比较这五个回答", RESPONSES, ["推理"], None, "test", [], 3)
+    [(pair, _), *_] = service.create_tasks(prompt, 2)
+    listed = call_json(served, "ListTasks", '{"groupSize": 2, "limit": 1}', judge)["tasks"]
+    assert [t["task"]["taskId"] for t in listed] == [pair]
+    body = f'{{"taskId": "{pair}", "reason": "判断不了"}}'
+    assert call_json(served, "CloseTask", body, judge) == {"closed": True}
+    assert call_json(served, "CloseTask", body, judge) == {"closed": False}  # once
+    triple = service.open_tasks(prompt, 3, 1)[0].task_id
+    with pytest.raises(grpc.RpcError) as refused:
+        call_json(served, "CloseTask", f'{{"taskId": "{triple}", "reason": "x"}}', judge)
+    assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    with pytest.raises(grpc.RpcError) as operator:
+        call_json(served, "CloseTask", body, served.headers)  # an operator's token: not a service's
+    assert operator.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"\n\x03a\x00b\x12\x01x",  # task_id with a NUL
+        b"\n\x01t\x12\x02\xff\xfe",  # reason: invalid UTF-8
+        b"\n\x01t\x12\x00",  # no reason
+        b"\n" + b"\x90\x4e" + b"t" * 10000 + b"\x12\x01x",  # a 10,000-character task id
+    ],
+    ids=["nul", "utf8", "empty-reason", "huge-id"],
+)
+def test_close_task_bytes_a_stub_would_not_send_are_invalid_argument(
+    served: Served, engine: Engine, raw: bytes
+) -> None:
+    judge = bearer(account(engine, "judge", roles.SERVICE))
+    call = served.channel.unary_unary(
+        f"/{SERVICE}/CloseTask", request_serializer=lambda b: b, response_deserializer=lambda b: b
+    )
+    with pytest.raises(grpc.RpcError) as info:
+        call(raw, metadata=judge)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, info.value.details()
+    assert call_json(served, "ListTasks", '{"groupSize": 2}', judge) == {"tasks": []}  # and it serves on
+
+
+@pytest.mark.parametrize(
+    ("method", "raw"),
+    [
+        ("ReassignTask", b"\n\x03a\x00b\x12\x01x\x1a\x01y"),  # task_id with a NUL (an operator's call)
+        ("ReassignTask", b"\n\x90\x4e" + b"t" * 10000 + b"\x12\x01x\x1a\x01y"),  # a 10,000-character task id
+        ("ListTasks", b"\n\x03a\x00b"),  # prompt_id with a NUL
+        ("ListTasks", b"\n\x90\x4e" + b"p" * 10000),
+        ("GetRanking", b"\n\x03a\x00b"),
+        ("CreateTasks", b"\n\x03a\x00b\x10\x03"),
+        ("Resolve", b"\n\x03a\x00b"),
+    ],
+    ids=["reassign-nul", "reassign-huge", "list-nul", "list-huge", "ranking-nul", "create-nul", "resolve-nul"],
+)
+def test_an_id_no_stub_would_send_is_invalid_argument(served: Served, method: str, raw: bytes) -> None:
+    call = served.channel.unary_unary(
+        f"/{SERVICE}/{method}", request_serializer=lambda b: b, response_deserializer=lambda b: b
+    )
+    with pytest.raises(grpc.RpcError) as info:
+        call(raw, metadata=served.headers)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, info.value.details()
+    assert len(info.value.details() or "") < 400  # the id is not echoed whole
     assert list_tasks(served, "{}") == {}  # and it serves on

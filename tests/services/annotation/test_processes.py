@@ -1,10 +1,12 @@
 """The annotation loop as real processes on the real broker: `cheems service annotation --bootstrap` killed
 (SIGKILL) mid-stream and restarted ends with the same tasks and rankings; `cheems dev judge-server` and
-`cheems service judge` turn sample events into a ranking; `cheems annotate simulate-humans` empties the queue."""
+`cheems service judge` (with only its token) turn sample events into a ranking; `cheems annotate simulate-humans`
+empties the queue."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -21,6 +23,7 @@ from cheems.formats.cheemsbench import BenchItem, write_bench
 from cheems.formats.responses import Response
 from cheems.processes.ports import free_port
 from cheems.roles import ANNOTATOR
+from cheems.roles import SERVICE as SERVICE_ROLE
 from services.annotation.algorithm.protocol import triple_tasks
 from services.annotation.server import SERVICE
 from services.annotation.simulation.annotators import SimulationConfig, simulate_humans
@@ -31,7 +34,7 @@ from services.hosting import LIVENESS
 from services.store import repository
 from services.store.db import StoreConfig, create_engine_for, session_scope
 from services.store.migrate import upgrade
-from services.store.models import AnnotationTask, Ranking
+from services.store.models import Annotation, AnnotationTask, Ranking
 from services.store.validate import prompt_id_for
 from system.accounts import provision
 from tests.services.processes import CHEEMS, wait_for
@@ -44,8 +47,8 @@ pytestmark = pytest.mark.slow  # runs early: see tests/conftest.py
 def start(tmp_path: Path) -> Iterator[Callable[..., Process]]:
     started: list[Process] = []
 
-    def run(*args: str) -> Process:
-        started.append(Process(args, tmp_path / f"p{len(started)}"))
+    def run(*args: str, env: dict[str, str] | None = None) -> Process:
+        started.append(Process(args, tmp_path / f"p{len(started)}", env))
         return started[-1]
 
     yield run
@@ -147,30 +150,43 @@ def test_a_killed_annotation_service_restarts_with_the_same_tasks_and_rankings(
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # PostgreSQL: the test above
-def test_the_judge_processes_turn_samples_into_rankings(
+def test_the_judge_process_turns_pairs_into_rankings_with_only_its_token(
     db_url: str, broker: EmbeddedBroker, start: Callable[..., Process], make_sample: Any, tmp_path: Path
 ) -> None:
+    """The annotation service opens the pairs of an AI source's samples; `cheems service judge` is told the
+    service's address and its token file, and nothing of the store or the broker (its environment has neither)."""
     upgrade(db_url)
+    [token] = provision(db_url, tmp_path / "accounts", {"judge": SERVICE_ROLE}).values()
     bench = items(3, "ai")
     write_bench(tmp_path / "ai.jsonl", bench)
     server = start("dev", "judge-server", "--bench", str(tmp_path / "ai.jsonl"), "--noise", "0", "--port", "0")
+    port, health = free_port(), free_port()
+    annotation = ["service", "annotation", "--db", db_url, "--bootstrap", broker.bootstrap, "--port", str(port)]
+    service = start(*annotation, "--http-port", "-1", "--human-sources", "open*", "--ai-sources", "ai*")
     wait_for(lambda: "judge server at" in server.out.read_text(), "the judge server", alive=server)
     base_url = re.search(r"judge server at (\S+):", server.out.read_text()).group(1)  # type: ignore[union-attr]
-    port = free_port()
+    bare = {k: v for k, v in os.environ.items() if not k.startswith(("CHEEMS_DATABASE", "CHEEMS_KAFKA"))}
     judge = start(
-        *["service", "judge", "--base-url", base_url, "--model", "simulated-judge", "--db", db_url],
-        *["--bootstrap", broker.bootstrap, "--ai-sources", "ai*", "--health-port", str(port), "--concurrency", "4"],
+        *["service", "judge", "--base-url", base_url, "--model", "simulated-judge", "--token-file", str(token)],
+        *["--annotation-url", f"127.0.0.1:{port}", "--health-port", str(health), "--concurrency", "4"],
+        env=bare,
     )
-    judge.wait_serving(port, ["", "cheems.annotation.judge", LIVENESS])
+    service.wait_serving(port, ["", SERVICE, LIVENESS])
+    judge.wait_serving(health, ["", "cheems.annotation.judge", LIVENESS])
     pids = publish_samples(broker.bootstrap, bench, "ai.jsonl", make_sample)
     wait_for(lambda: counts(db_url, pids)[2] == len(bench), "the rankings", alive=judge)
     assert judge.stop() == 0, judge.output()
+    assert service.stop() == 0, service.output()
     assert server.stop() == 0, server.output()
-    assert f"judge: health on :{port}" in judge.out.read_text()
+    assert f"judge: health on :{health}" in judge.out.read_text()
     engine = create_engine_for(StoreConfig(db_url))
     try:
         with session_scope(engine) as session:
             for pid in pids:
                 assert session.get(Ranking, pid).rank == {"r1": 2, "r2": 1, "r3": 3, "r4": 3}  # type: ignore[union-attr]
+                kinds = {(t.kind, t.status) for t in repository.tasks_for(session, pid)}
+                assert kinds == {("pair", "done")}  # an AI source: no triples
+            judged = {a.annotator for a in session.scalars(select(Annotation).where(Annotation.prompt_id.in_(pids)))}
+            assert judged == {"judge"}
     finally:
         engine.dispose()

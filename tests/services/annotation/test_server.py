@@ -65,6 +65,12 @@ def assigned(stub: Any, who: list[tuple[str, str]], group_size: int = 3) -> list
     return [t.task for t in stub.ListTasks(pb.ListTasksRequest(group_size=group_size), timeout=10, metadata=who).tasks]
 
 
+def pair_tasks(stub: Any, prompt: str) -> dict[frozenset[str], str]:
+    """The prompt's AI pair tasks (made now, or again: the same ids), by their two response keys."""
+    made = stub.CreateTasks(pb.CreateTasksRequest(prompt_id=prompt, group_size=2), timeout=10).tasks
+    return {frozenset(t.response_ids): t.task_id for t in made}
+
+
 def status(call: Any) -> tuple[grpc.StatusCode, str]:
     with pytest.raises(grpc.RpcError) as info:
         call()
@@ -131,10 +137,12 @@ def test_ai_pairs_with_a_conflict_are_merged(stub: Any, as_: Any, prompt: str) -
         ("r1", "r3", pb.VERDICT_B_BETTER),
         ("r4", "r5", pb.VERDICT_TIE),
     ]
+    pairs = pair_tasks(stub, prompt)
     for n, (a, b, verdict) in enumerate(verdicts):
         request = pb.Annotation(
             annotation_id=f"ai{n}",
             prompt_id=prompt,
+            task_id=pairs[frozenset((a, b))],
             kind=pb.ANNOTATOR_KIND_AI,
             pair=pb.PairResult(a=a, b=b, verdict=verdict),
         )
@@ -222,11 +230,13 @@ def test_export_writes_files_the_evaluator_and_trainer_read(
     from services.store.models import Export
     from trainer.data import read_groups
 
+    pairs = pair_tasks(stub, prompt)
     for n, (a, b) in enumerate([("r1", "r2"), ("r2", "r3"), ("r3", "r4")]):
         stub.SubmitAnnotation(
             pb.Annotation(
                 annotation_id=f"e{n}",
                 prompt_id=prompt,
+                task_id=pairs[frozenset((a, b))],
                 kind=pb.ANNOTATOR_KIND_AI,
                 pair=pb.PairResult(a=a, b=b, verdict=pb.VERDICT_A_BETTER),
             ),
@@ -291,7 +301,8 @@ def test_an_annotation_is_the_senders_and_a_service_submits_ai_ones_only(
 
     def submit(who: list[tuple[str, str]], n: int, **fields: Any) -> tuple[grpc.StatusCode, str] | bool:
         base: dict[str, Any] = {"annotation_id": f"f{n}", "prompt_id": prompt, "kind": pb.ANNOTATOR_KIND_HUMAN}
-        request = pb.Annotation(**{**base, **fields}, pair=pb.PairResult(a=a, b=b, verdict=pb.VERDICT_A_BETTER))
+        x, y = fields.pop("keys", (a, b))
+        request = pb.Annotation(**{**base, **fields}, pair=pb.PairResult(a=x, b=y, verdict=pb.VERDICT_A_BETTER))
         try:
             return bool(stub.SubmitAnnotation(request, timeout=10, metadata=who).created)
         except grpc.RpcError as e:
@@ -307,8 +318,11 @@ def test_an_annotation_is_the_senders_and_a_service_submits_ai_ones_only(
     assert code == grpc.StatusCode.PERMISSION_DENIED and "in the name of 'alice'" in details  # its own name only
     assert count(engine, Annotation) == 0
     assert submit(alice, 4, task_id=task.task_id) is True  # no annotator named: the sender
-    assert submit(judge, 5, kind=pb.ANNOTATOR_KIND_AI) is True
-    assert submit(judge, 7, kind=pb.ANNOTATOR_KIND_AI, annotator="judge-worker") is True
+    pairs = pair_tasks(stub, prompt)
+    ai = {"kind": pb.ANNOTATOR_KIND_AI, "task_id": pairs[frozenset((a, b))]}
+    assert submit(judge, 5, **ai) is True
+    keys, ai["task_id"] = next((keys, t) for keys, t in pairs.items() if keys != {a, b})
+    assert submit(judge, 7, **ai, annotator="judge-worker", keys=sorted(keys)) is True
     with session_scope(engine) as session:
         stored = {a.id: (a.annotator, a.kind) for a in session.query(Annotation)}
     assert stored == {"f4": ("alice", "human"), "f5": ("judge-worker", "ai"), "f7": ("judge-worker", "ai")}
@@ -325,6 +339,25 @@ def human(prompt: str, task: pb.AnnotationTask, n: str, ranked: list[str], disca
         order=order(*[[k] for k in ranked]),
         discarded=list(discarded),
     )
+
+
+def test_listing_holds_max_held_tasks_and_the_page_shows_the_oldest_of_them(
+    stub: Any, as_: Any, engine: Engine
+) -> None:
+    from services.annotation.service import AnnotationService
+    from services.annotation.web.workbench import Person, Workbench
+
+    with session_scope(engine) as session:  # twenty prompts of one triple each
+        prompts = [repository.add_sample(session, f"第{n}题", RESPONSES[:3], ["推理"])[0] for n in range(20)]
+    for prompt_id in prompts:
+        stub.CreateTasks(pb.CreateTasksRequest(prompt_id=prompt_id, group_size=3), timeout=10)
+    jia, page = as_("甲"), Workbench(AnnotationService(engine))
+    shown = page.next_task(Person("甲", False))  # the page takes one
+    listed = [t.task_id for t in assigned(stub, jia)]  # ListTasks' default limit: tops 甲's up to five, no more
+    assert shown is not None and len(listed) == 5 and listed[0] == shown.task_id
+    assert [t.task_id for t in assigned(stub, jia)] == listed
+    assert [len(assigned(stub, as_(name))) for name in ("乙", "丙", "丁")] == [5, 5, 5]  # the rest for the others
+    assert page.next_task(Person("甲", False)).task_id == shown.task_id  # type: ignore[union-attr]  # until done
 
 
 def test_a_task_the_page_gave_someone_else_is_refused_over_grpc(

@@ -1,19 +1,28 @@
 """AnnotationService on the store (SQLite and PostgreSQL), without a server: the rule filter before tasks are made
 (a rejected response is in no task, its reason stored), and double annotation, where a share of a prompt's
-triples gets a second task (copy 1) and the prompt is resolved only once both copies are done."""
+triples gets a second task (copy 1) and the prompt is resolved only once both copies are done; on PostgreSQL a
+void takes the prompt's lock first, as a submit does, and of two voids at once the second records nothing."""
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, select
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, select, text
 
 from services.annotation.algorithm.doubles import DoublingConfig, doubled
 from services.annotation.algorithm.filters import FilterConfig
 from services.annotation.config import TaskConfig
 from services.annotation.service import AnnotationService
 from services.store import repository
+from services.store.assignments import corrections, void
 from services.store.db import session_scope
 from services.store.filtered import filtered
-from services.store.models import AnnotationTask
+from services.store.models import AnnotationTask, utcnow
+from services.store.tasks import lock_prompt
 from tests.services.accounts import give
 
 RESPONSES = [(f"r{i}", f"第{i}个回答") for i in range(1, 6)]
@@ -92,3 +101,68 @@ def test_a_prompt_left_with_fewer_than_two_responses_gets_no_task(engine: Engine
     assert tasks == [] and service.open_tasks(prompt) == []
     with session_scope(engine) as session:
         assert {f.key: f.reason for f in filtered(session, prompt)} == {"r2": "non_chinese<0.3", "r3": "too_short<1"}
+
+
+def voidable(engine: Engine) -> tuple[str, str]:
+    """(prompt, annotation id) of a stored human annotation of 甲, its task done."""
+    with session_scope(engine) as session:
+        prompt, _ = repository.add_sample(session, "作废的题", RESPONSES[:3], ["推理"])
+    service = AnnotationService(engine)
+    [(task, keys)] = service.create_tasks(prompt)
+    give(engine, "甲", task)
+    assert service.submit("a1", prompt, "甲", "human", {"order": [[k] for k in keys]}, [], task)
+    return prompt, "a1"
+
+
+def waiting_on(engine: Engine, pid: int, timeout: float = 30.0) -> None:
+    """Until another connection waits for a lock the backend `pid` holds.
+
+    Each poll is a transaction of its own: PostgreSQL reads pg_stat_activity once per transaction, so a watcher that
+    polled inside one would never see a backend that began waiting after its first look.
+    """
+    deadline = time.monotonic() + timeout
+    with engine.connect() as watcher:
+        query = text("SELECT count(*) FROM pg_stat_activity WHERE :pid = ANY(pg_blocking_pids(pid))")
+        while not watcher.scalar(query, {"pid": pid}):
+            watcher.rollback()
+            assert time.monotonic() < deadline, "nobody waited for the lock"
+            time.sleep(0.05)
+
+
+def in_thread(work: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
+    out: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: out.update(value=work()), daemon=True)
+    thread.start()
+    return thread, out
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_void_takes_the_prompts_lock_before_any_row_as_a_submit_does(engine: Engine) -> None:
+    prompt, annotation = voidable(engine)
+    service = AnnotationService(engine)
+    with session_scope(engine) as holding:  # a submit to the prompt under way: its lock held
+        lock_prompt(holding, prompt)
+        pid = holding.connection().exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        thread, out = in_thread(lambda: service.void(annotation, "person:ops", "random orders"))
+        waiting_on(engine, pid)
+        with engine.connect() as other:  # the waiting void has locked no row of the annotation or its task
+            row = text("SELECT id FROM annotations WHERE id = :id FOR UPDATE NOWAIT")
+            assert other.execute(row, {"id": annotation}).scalar() == annotation
+            other.rollback()
+    thread.join(30)
+    assert out["value"] == (prompt, True)
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_of_two_voids_at_once_the_second_records_nothing(engine: Engine) -> None:
+    prompt, annotation = voidable(engine)
+    service = AnnotationService(engine)
+    with session_scope(engine) as first:
+        assert void(first, annotation, utcnow(), "person:ops", "first") == (prompt, True)
+        pid = first.connection().exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        thread, out = in_thread(lambda: service.void(annotation, "person:admin", "second"))
+        waiting_on(engine, pid)
+    thread.join(30)
+    assert out["value"] == (prompt, False)
+    with session_scope(engine) as session:
+        assert [(c.action, c.reason) for c in corrections(session)] == [("voided", "first")]

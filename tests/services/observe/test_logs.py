@@ -118,6 +118,7 @@ def test_a_context_stays_with_its_thread() -> None:
         f"GET /get_reward?model=a&token={TOKEN[4:]}",
         f"password={TOKEN[4:]} user=cheems",
         f'{{"api_key": "{TOKEN[4:]}"}}',
+        f"VLLM_API_KEY={TOKEN[4:]} python -m vllm",  # an engine's environment
         f"postgresql+psycopg://cheems:{TOKEN[4:]}@db:5432/cheems",
         f"the token is {TOKEN}",
     ],

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import copy
 import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
@@ -27,6 +30,39 @@ def no_scorer_environment() -> Iterator[None]:
     saved = {name: os.environ.pop(name) for name in list(os.environ) if name.upper().startswith(ENV_PREFIX)}
     yield
     os.environ.update(saved)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def tokenizers_loaded_once() -> Iterator[None]:
+    """Every scorer these tests start loads its checkpoint's tokenizer (`AutoTokenizer.from_pretrained`): ~6 CPU
+    seconds each for Qwen's 151k vocabulary, dozens of starts a session. Loaded once per checkpoint (its path,
+    the arguments, and `tokenizer_fingerprint`, the hash of its tokenizer files: files changed in place load
+    again) and handed out as a deep copy (~0.6 s), so no two scorers share a tokenizer object, as loading gives.
+    A load that fails is never remembered: it fails again, for real, each time."""
+    from transformers import AutoTokenizer
+
+    from services.scorer.models.loading import tokenizer_fingerprint
+
+    real = AutoTokenizer.from_pretrained
+    loaded: dict[tuple[Any, ...], Any] = {}
+    lock = threading.Lock()
+
+    def from_pretrained(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if not Path(path).is_dir():
+            return real(path, *args, **kwargs)
+        key = (str(path), tokenizer_fingerprint(str(path)), args, tuple(sorted(kwargs.items())))
+        try:
+            hash(key)
+        except TypeError:
+            return real(path, *args, **kwargs)
+        with lock:
+            if key not in loaded:
+                loaded[key] = real(path, *args, **kwargs)
+            return copy.deepcopy(loaded[key])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(AutoTokenizer, "from_pretrained", staticmethod(from_pretrained))
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -244,6 +244,14 @@ def test_follow_needs_no_model_but_a_broker(served: list[ScorerConfig], monkeypa
     )
 
 
+def test_follow_with_a_model_still_reads_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each models event is checked in the registry, so --follow has one even when it starts from --model."""
+    monkeypatch.setenv("CHEEMS_DATABASE_URL", "sqlite:///registry.db")
+    config = ScorerConfig(follow=True, model="m", bootstrap="b:9092")
+    assert config.db == "sqlite:///registry.db"
+    assert ScorerConfig(model="m").db == ""  # without --follow (or --accounts) no store
+
+
 def test_dtype_from_the_command_line_or_the_environment(
     served: list[ScorerConfig], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

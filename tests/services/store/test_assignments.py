@@ -1,6 +1,7 @@
 """Whose a task is (`services.store.assignments`, SQLite and PostgreSQL): a listing assigns an annotator one task
 per prompt, the claim rule refuses a human annotation of a task not assigned to its annotator or annotated already,
-and an operator's reassignments and voids are recorded with the actor."""
+and an operator's reassignments and voids are recorded with the actor (a void's locking on PostgreSQL:
+tests/services/annotation/test_service.py)."""
 
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ from services.store.errors import (
     UnknownAnnotator,
     UnknownTask,
 )
+from services.store.tasks import QueueConfig
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-LEASE = timedelta(minutes=30)
+RULE = QueueConfig()
 FOUR = [("r1", "一"), ("r2", "二"), ("r3", "三"), ("r4", "四")]
 TRIPLES = [["r1", "r2", "r3"], ["r2", "r3", "r4"], ["r1", "r3", "r4"]]
 
@@ -46,19 +48,19 @@ def test_a_listing_assigns_one_task_of_a_prompt_and_lists_it_again(
 ) -> None:
     _, ids = tasks
     with session_scope(engine) as s:
-        [mine] = assign.assign_listed(s, "甲", NOW, LEASE)
+        [mine] = queue.assign(s, "甲", NOW, RULE)
         assert mine.task.id == ids[0] and mine.contents == {"r1": "一", "r2": "二", "r3": "三"}
         assert queue.holder(s, ids[0]) == "甲"
-        assert [q.task.id for q in assign.assign_listed(s, "甲", NOW, LEASE)] == [ids[0]]  # theirs, nothing more
-        assert [q.task.id for q in assign.assign_listed(s, "乙", NOW, LEASE)] == [ids[1]]  # 甲's is not free
-        assert assign.assign_listed(s, "丙", NOW, LEASE, kind="pair") == []
+        assert [q.task.id for q in queue.assign(s, "甲", NOW, RULE)] == [ids[0]]  # theirs, nothing more
+        assert [q.task.id for q in queue.assign(s, "乙", NOW, RULE)] == [ids[1]]  # 甲's is not free
+        assert queue.assign(s, "丙", NOW, RULE, kind="pair") == []
 
 
 def test_the_claim_rule(engine: Engine, tasks: tuple[str, list[str]]) -> None:
     pid, ids = tasks
     order = {"order": [["r1"], ["r2"], ["r3"]]}
     with session_scope(engine) as s:
-        assign.assign_listed(s, "甲", NOW, LEASE)
+        queue.assign(s, "甲", NOW, RULE)
     with session_scope(engine) as s:
         with pytest.raises(InvalidRecord, match="task_id is required"):
             assign.check_assigned(s, None, pid, "甲")
@@ -78,10 +80,10 @@ def test_the_claim_rule(engine: Engine, tasks: tuple[str, list[str]]) -> None:
 def test_a_reassigned_task_is_stale_for_its_holder_and_recorded(engine: Engine, tasks: tuple[str, list[str]]) -> None:
     pid, ids = tasks
     with session_scope(engine) as s:
-        assign.assign_listed(s, "甲", NOW, LEASE)
-        assign.assign_listed(s, "丙", NOW, LEASE)  # 丙 holds ids[1]: not independent of the prompt
+        queue.assign(s, "甲", NOW, RULE)
+        queue.assign(s, "丙", NOW, RULE)  # 丙 holds ids[1]: not independent of the prompt
     with session_scope(engine) as s:
-        with pytest.raises(InvalidRecord, match=r"丙 annotated prompt .* or holds another of its tasks"):
+        with pytest.raises(InvalidRecord, match=r"丙 did their share of prompt .* \(annotated or holds its tasks\)"):
             assign.reassign(s, ids[0], "丙", NOW, "person:ops", "甲 left")
         with pytest.raises(UnknownAnnotator):
             assign.reassign(s, ids[0], "nobody", NOW, "person:ops", "甲 left")
@@ -102,7 +104,7 @@ def test_a_reassigned_task_is_stale_for_its_holder_and_recorded(engine: Engine, 
 def test_a_voided_annotation_stops_counting_and_frees_its_task(engine: Engine, tasks: tuple[str, list[str]]) -> None:
     pid, ids = tasks
     with session_scope(engine) as s:
-        assign.assign_listed(s, "甲", NOW, LEASE)
+        queue.assign(s, "甲", NOW, RULE)
         repo.add_annotation(s, "a1", pid, "甲", "human", {"order": [["r1"], ["r2"], ["r3"]]}, [], ids[0])
         repo.complete_task(s, ids[0])
     with session_scope(engine) as s:
@@ -115,6 +117,6 @@ def test_a_voided_annotation_stops_counting_and_frees_its_task(engine: Engine, t
         assert assign.void(s, "a1", NOW, "person:ops", "again") == (pid, False)
         assert repo.annotations_for(s, pid) == []
         assert queue.holder(s, ids[0]) is None and repo.tasks_for(s, pid, "open")[0].id == ids[0]
-        assert [q.task.id for q in assign.assign_listed(s, "乙", NOW, LEASE)] == [ids[0]]
-        assert assign.assign_listed(s, "甲", NOW, LEASE) == []  # 甲 annotated the prompt
+        assert [q.task.id for q in queue.assign(s, "乙", NOW, RULE)] == [ids[0]]
+        assert queue.assign(s, "甲", NOW, RULE) == []  # 甲 annotated the prompt
         assert [c.action for c in assign.corrections(s)] == ["voided"]

@@ -44,7 +44,7 @@ def _differences(engine: Engine) -> list[object]:
 def test_upgrade_is_idempotent_and_reaches_head(db_url: str) -> None:
     upgrade(db_url)
     upgrade(db_url)
-    assert current_revision(db_url) == head_revision() == "0013"
+    assert current_revision(db_url) == head_revision() == "0014"
 
 
 def test_runs_stored_before_0003_get_five_ece_bins(db_url: str) -> None:
@@ -115,6 +115,34 @@ def test_trainings_and_models_stored_before_0013_were_reported_nowhere_known(db_
                 "tensorboard": "/out/t1/tensorboard",
                 "mlflow": "ab",
             }
+    finally:
+        engine.dispose()
+
+
+def test_open_tasks_claimed_before_0014_keep_their_newest_claims_holder(db_url: str) -> None:
+    upgrade(db_url, "0013")
+    engine = create_engine_for(StoreConfig(db_url))
+    at = "CURRENT_TIMESTAMP"
+    rows = [
+        *(f"INSERT INTO annotators (name, token_sha256, active, created_at, role) VALUES ('{n}', '{n * 64}', TRUE,"
+          f" {at}, 'annotator')" for n in ("a", "b")),
+        f"INSERT INTO prompts (id, text, category, source, created_at) VALUES ('p', '题', '[]', '', {at})",
+        *(f"INSERT INTO annotation_tasks (id, prompt_id, response_keys, kind, status, created_at, copy) VALUES"
+          f" ('{t}', 'p', '[\"r1\", \"r2\", \"r3\"]', 'triple', '{state}', {at}, 0)"
+          for t, state in (("open", "open"), ("done", "done"), ("free", "open"))),
+        "INSERT INTO task_claims (task_id, annotator, claimed_at) VALUES ('open', 'a', '2026-03-01 09:00:00')",
+        "INSERT INTO task_claims (task_id, annotator, claimed_at) VALUES ('open', 'b', '2026-03-01 09:05:00')",
+        "INSERT INTO task_claims (task_id, annotator, claimed_at) VALUES ('done', 'a', '2026-03-01 09:00:00')",
+    ]  # fmt: skip
+    try:
+        with engine.begin() as connection:
+            for row in rows:
+                connection.execute(text(row))
+        upgrade(db_url)
+        with engine.connect() as connection:
+            held = connection.execute(text("SELECT id, held_by, held_at FROM annotation_tasks ORDER BY id")).all()
+        assert [(t, by) for t, by, _ in held] == [("done", None), ("free", None), ("open", "b")]
+        assert str(held[2][2]).startswith("2026-03-01 09:05:00")  # the newest claim's time: the lease runs on
     finally:
         engine.dispose()
 

@@ -17,11 +17,6 @@ from trainer.tiny import build_tokenizer
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "sample" / "open.jsonl"
 
 
-@pytest.fixture(scope="module")
-def tokenizer() -> object:
-    return build_tokenizer()
-
-
 def spec(path: Path = SAMPLE, max_length: int = 64, policy: LengthPolicy = LengthPolicy.DROP) -> CacheSpec:
     return CacheSpec((str(path),), None, max_length, policy)
 
@@ -82,19 +77,20 @@ def test_an_interrupted_build_is_not_an_entry(tmp_path: Path, tokenizer) -> None
     )
 
 
-def _ask(root: str, marks: str) -> int:
+def _ask(root: str, marks: str, tokenizer: object) -> int:
     def read() -> Sequence[PromptGroup]:
         with open(marks, "a") as f:
             f.write("built\n")
         return read_groups(SAMPLE)
 
-    return len(cached_dataset(Path(root), spec(), build_tokenizer(), read).examples)
+    return len(cached_dataset(Path(root), spec(), tokenizer, read).examples)
 
 
-def test_processes_asking_at_once_build_it_once(tmp_path: Path) -> None:
+def test_processes_asking_at_once_build_it_once(tmp_path: Path, tokenizer) -> None:
+    """The tokenizer is sent pickled to each process (converting the vocabulary there again costs seconds)."""
     marks = tmp_path / "marks"
     with multiprocessing.get_context("spawn").Pool(2) as pool:
-        sizes = pool.starmap(_ask, [(str(tmp_path / "cache"), str(marks))] * 2)
+        sizes = pool.starmap(_ask, [(str(tmp_path / "cache"), str(marks), tokenizer)] * 2)
     assert len(set(sizes)) == 1 and sizes[0] > 0
     assert marks.read_text() == "built\n"
 

@@ -138,3 +138,69 @@ def test_a_hub_id_plans_from_a_known_shape_or_a_resolved_directory(config_only: 
     assert model_config("Qwen/Qwen2.5-0.5B-Instruct", config_only)[1].endswith("config.json")  # resolved wins
     with pytest.raises(ConfigError, match="model 'someone/unknown-7b'"):
         model_config("someone/unknown-7b")
+
+
+@pytest.mark.parametrize(
+    ("name", "nproc", "kind"), [("qwen25-paper-lora", 8, "LoRA"), ("qwen25-paper-qlora", 1, "QLoRA")]
+)
+def test_the_adapter_recipes_fit_their_hardware(tmp_path: Path, name: str, nproc: int, kind: str) -> None:
+    from trainer.memory.lora import lora_counts
+    from trainer.recipes import recipe
+
+    out = tmp_path / "plan.json"
+    args = ["train", "--recipe", name, "--plan", "--nproc", str(nproc), "--gpu-memory", "80", "--json", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert f"{kind} r=16 on 7 linears a layer" in result.output and "fits" in result.output
+    plan = json.loads(out.read_text())
+    rows = {r["name"]: r["bytes"] for r in plan["rows"]}
+    adapters = lora_counts(count_shape(model_config("Qwen/Qwen2.5-72B-Instruct")[0]), 16)
+    assert plan["trainable"] == adapters.trainable and 200e6 < adapters.trainable < 220e6  # 80 layers x 7 linears
+    assert plan["fits"] and plan["total_bytes"] <= 80 * 1024**3
+    assert rows["parameters"] == 4 * -(-adapters.trainable // nproc)  # fp32 adapters + head, sharded with FSDP
+    if kind == "QLoRA":
+        assert 30 * 1024**3 < rows["frozen base"] < 40 * 1024**3 and "dequantised weight" in rows  # NF4
+    else:
+        assert rows["frozen base"] == 2 * -(-plan["parameters"] // 8)  # bf16, sharded 8 ways
+    config = recipe(name)
+    assert config.forward_batch(nproc) * config.grad_accum_steps == config.global_batch_size == 256
+
+
+def test_a_refused_plan_names_the_override_which_warns_of_what_it_risks(
+    config_only: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = TrainConfig(model=str(config_only), micro_batch_size=256, max_length=1024)
+    with pytest.raises(ConfigError, match=r"to run anyway at the risk of CUDA out-of-memory: --set memory_check=warn"):
+        check_memory(config, 1, "cpu", gpu_memory=1.5)
+
+    warned = TrainConfig(model=str(config_only), micro_batch_size=256, max_length=1024, memory_check="warn")
+    with caplog.at_level("WARNING", logger="trainer.memory.check"):
+        run = check_memory(warned, 1, "cpu", gpu_memory=1.5)
+    assert run is not None and run.plan.fits is False
+    [record] = [r for r in caplog.records if r.name == "trainer.memory.check"]
+    assert record.levelname == "WARNING"
+    message = record.getMessage()
+    assert "needs 2.4 GiB a GPU on 1 GPU(s), the GPU has 1.5 GiB (0.9 GiB over)" in message
+    assert "memory_check=warn" in message
+    assert "CUDA out-of-memory after the model has loaded, possibly mid-run" in message
+
+    from trainer.train import train  # on a GPU: the warned run goes on past the plan, to loading the model
+
+    monkeypatch.setattr(check, "gpu_budget", lambda device, gib=None: 2**30)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="trainer.memory.check"), pytest.raises(Exception) as failed:
+        train(warned)
+    assert "memory plan" not in str(failed.value)  # the config-only directory has no weights: loading fails
+    assert any("going on because memory_check=warn" in r.getMessage() for r in caplog.records)
+    with pytest.raises(ValueError, match="memory_check must be refuse or warn, got 'ignore'"):
+        TrainConfig(memory_check="ignore")
+
+
+def test_the_advice_for_adapters_offers_nf4_and_never_shards_it() -> None:
+    from trainer.recipes import recipe
+
+    lora = recipe("qwen25-paper-lora").with_overrides(["fsdp=false", "micro_batch_size=2", "grad_accum_steps=128"])
+    run = plan_run(lora, world_size=1, budget=80 * 1024**3)  # a 145 GB bf16 base on one GPU
+    assert not run.plan.fits and any("--set load_in_4bit=true" in fix for fix in run.fixes)
+    qlora = plan_run(recipe("qwen25-paper-qlora"), world_size=1, budget=40 * 1024**3)  # NF4 alone is ~36 GiB
+    assert not qlora.plan.fits and qlora.fixes and not any("fsdp" in fix for fix in qlora.fixes)

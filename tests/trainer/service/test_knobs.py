@@ -59,7 +59,7 @@ def test_eval_files_are_names_under_the_bench_root(bench_root: Path) -> None:
 @pytest.mark.parametrize(
     "value",
     ["../secret.jsonl", '["open.jsonl", "../secret.jsonl"]', "/etc/passwd", '["."]', '["a\\u0000b"]', "absent.jsonl",
-     '{"a": 1}', "[1]", "[not json"],
+     '{"a": 1}', "[1]", "[not json", "a" * 300],
 )  # fmt: skip
 def test_eval_files_elsewhere_are_refused(bench_root: Path, value: str) -> None:
     with pytest.raises(BadOverride, match=r"^overrides: eval_files"):
@@ -74,3 +74,42 @@ def test_a_symlink_out_of_the_bench_root_is_refused(bench_root: Path) -> None:
 
 def test_the_knobs_are_train_config_fields() -> None:
     assert {f.name for f in dataclasses.fields(TrainConfig)} >= KNOBS
+
+
+LORA = {
+    "lora_rank": "16",
+    "lora_alpha": "32",
+    "lora_dropout": "0.05",
+    "lora_targets": "q_proj,v_proj",
+    "load_in_4bit": "true",
+    "memory_check": "warn",
+}
+
+
+def test_the_adapter_knobs_and_the_memory_override_are_knobs(bench_root: Path) -> None:
+    from trainer.service.trainings import check_request
+
+    assert request_overrides(LORA, bench_root) == LORA
+    check_request("tiny-cpu", dict(LORA))  # values a TrainConfig takes
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("lora_rank", "-1", "lora_rank must be >= 0"),
+        ("lora_rank", "sixteen", "--set lora_rank='sixteen': not a valid int"),
+        ("lora_alpha", "nan", "lora_alpha must be >= 0"),
+        ("lora_dropout", "1", r"lora_dropout must be in \[0, 1\)"),
+        ("lora_targets", "q_proj,../x", r"lora_targets\[1\] must be a module name"),
+        ("lora_targets", '["score"]', r"lora_targets\[0\] 'score' is the reward head"),
+        ("lora_targets", "[1]", r"lora_targets\[0\] must be a module name"),
+        ("load_in_4bit", "maybe", "--set load_in_4bit='maybe': not a valid bool"),
+        ("memory_check", "off", "memory_check must be refuse or warn"),
+    ],
+)
+def test_a_bad_adapter_value_is_refused_naming_the_knob(key: str, value: str, message: str) -> None:
+    from trainer.service.trainings import BadTrainingRequest, check_request
+
+    overrides = {"lora_rank": "8", key: value}
+    with pytest.raises(BadTrainingRequest, match=rf"^overrides: {message}"):
+        check_request("tiny-cpu", overrides)

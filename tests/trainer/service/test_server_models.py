@@ -128,3 +128,29 @@ def test_register_promote_rollback_reject_over_grpc_each_step_announced(
         {},
     )
     assert list(next(e for e in reversed(events) if e.model.model_id == a_id).model.aliases) == ["production"]
+
+
+HUGE = "m" * 10_000
+
+
+@pytest.mark.parametrize(
+    ("method", "request_"),
+    [
+        ("GetTraining", training_pb2.GetTrainingRequest(training_id="a\x00b")),
+        ("GetTraining", training_pb2.GetTrainingRequest(training_id=HUGE)),
+        ("CancelTraining", training_pb2.CancelTrainingRequest(training_id="a\x00b")),
+        ("PromoteModel", training_pb2.PromoteModelRequest(model_id="a\x00b", reason="r")),
+        ("PromoteModel", training_pb2.PromoteModelRequest(model_id=HUGE, reason="r")),
+        ("RejectModel", training_pb2.RejectModelRequest(model_id="a\x00b", reason="r")),
+        ("StartTraining", training_pb2.StartTrainingRequest(dataset_id="a\x00b")),
+    ],
+    ids=["get-nul", "get-huge", "cancel-nul", "promote-nul", "promote-huge", "reject-nul", "start-nul"],
+)
+def test_an_id_the_store_cannot_hold_is_invalid_argument(stub: Any, method: str, request_: Any) -> None:
+    """A NUL (PostgreSQL cannot compare it: it was UNKNOWN there) or an id longer than any stored one, named and
+    shown in part; the service serves on."""
+    with pytest.raises(grpc.RpcError) as refused:
+        getattr(stub, method)(request_, timeout=30)
+    assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT, refused.value.details()
+    assert len(refused.value.details() or "") < 400
+    assert stub.ListModels(training_pb2.ListModelsRequest(), timeout=30) is not None

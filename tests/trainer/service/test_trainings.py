@@ -154,6 +154,7 @@ def test_a_failed_run_records_the_end_of_its_log(stub: Any, engine: Engine) -> N
         ({"recipe": "gpt-5"}, grpc.StatusCode.INVALID_ARGUMENT, "unknown recipe 'gpt-5'"),
         ({"overrides": {"epoch": "1"}}, grpc.StatusCode.INVALID_ARGUMENT, "overrides: epoch is not a training knob"),
         ({"overrides": {"epochs": "many"}}, grpc.StatusCode.INVALID_ARGUMENT, "not a valid float"),
+        ({"overrides": {"lora_rank": "-1"}}, grpc.StatusCode.INVALID_ARGUMENT, "overrides: lora_rank must be >= 0"),
         ({"overrides": {"out_dir": "/tmp/x"}}, grpc.StatusCode.INVALID_ARGUMENT, "overrides: out_dir is not"),
         # the row 6: an operator's own directory as the model, and its Python run by trust_remote_code
         (

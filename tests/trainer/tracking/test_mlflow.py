@@ -27,7 +27,8 @@ def test_the_run_equals_metrics_jsonl_and_has_the_config(reported: Reported) -> 
     metadata = json.loads((reported.out / "model" / "cheems_metadata.json").read_text(encoding="utf-8"))
     params = run.data.params
     assert params["data_sha256"] == metadata["data_sha256"] and params["world_size"] == "1"
-    assert params["lr"] == "0.003" and json.loads(params["report_to"]) == ["tensorboard", "mlflow"]
+    assert params["lr"] == params["learning_rate"] == "0.003"  # learning_rate: lr as resolved (0 = the default)
+    assert json.loads(params["report_to"]) == ["tensorboard", "mlflow"]
     assert set(metadata["config"]) <= set(params)  # every TrainConfig field
     assert metadata["tracking"]["mlflow"] == run.info.run_id
 

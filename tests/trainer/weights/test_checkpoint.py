@@ -88,3 +88,40 @@ def test_a_save_cut_off_while_it_writes_its_position_leaves_the_checkpoint_incom
     saving(directory)
     assert json.loads((directory / checkpoint.POSITION).read_text())["step"] == 4
     assert checkpoint.latest(tmp_path) == directory
+
+
+def test_a_checkpoint_of_the_other_kind_of_weights_is_refused(
+    tmp_path: Path, saving: Callable[[Path], None], tiny_checkpoint: Callable[..., Path], tokenizer: Any
+) -> None:
+    """Full fine-tuning saves every weight, adapters over a frozen base only the trainable ones: neither run
+    resumes the other's (`weights` in position.json), nor adapters of other targets than its own."""
+    from trainer.adapters.lora import attach
+    from trainer.config import TrainConfig
+
+    full = checkpoint.checkpoint_dir(tmp_path / "full", 4)
+    saving(full)
+
+    def adapters(targets: list[str]) -> tuple[Any, Any, Any]:
+        model, _ = load_model(tiny_checkpoint(), tokenizer=tokenizer)
+        model = attach(model, TrainConfig(lora_rank=2, lora_targets=targets))
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(trainable, lr=0.1)
+        for param in trainable:  # one step: the optimizer has state to save and restore
+            param.grad = torch.zeros_like(param)
+        optimizer.step()
+        return model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+
+    model, optimizer, scheduler = adapters(["q_proj"])
+    with pytest.raises(ConfigError, match=r"holds all weights of a run with full fine-tuning .* lora_rank") as caught:
+        checkpoint.load(full, model, optimizer, scheduler)
+    assert "\n" not in str(caught.value)
+    lora = checkpoint.checkpoint_dir(tmp_path / "lora", 4)
+    checkpoint.save(lora, model, model, tokenizer, optimizer, scheduler, {"step": 4, "epoch": 0, "batch": 4}, ONE)
+    assert [p.name for p in lora.glob("*.safetensors")] == [checkpoint.TRAINABLE]
+    plain, _ = load_model(tiny_checkpoint(), tokenizer=tokenizer)
+    sgd = torch.optim.SGD(plain.parameters(), lr=0.1)
+    with pytest.raises(ConfigError, match=r"holds trainable weights of a run with adapters"):
+        checkpoint.load(lora, plain, sgd, torch.optim.lr_scheduler.LambdaLR(sgd, lambda step: 1.0))
+    assert checkpoint.load(lora, *adapters(["q_proj"]))["step"] == 4
+    with pytest.raises(ConfigError, match=r"its trainable weights are not this model's .* lora_targets"):
+        checkpoint.load(lora, *adapters(["v_proj"]))

@@ -1,4 +1,4 @@
-// The admin overview: per annotator, tasks held and done, agreement with the resolved rankings and the share of
+// The admin overview: per annotator, tasks held (past the lease, the oldest) and done, agreement with the resolved rankings and the share of
 // annotations on cycles; flags the ones to look at; the agreement of double annotation (overall and per pair of
 // annotators) against the paper's target; the responses the rule filter kept out of annotation, with the rule each
 // broke. Data from GET /api/overview (admins only). The token is kept for this tab only (sessionStorage).
@@ -31,8 +31,8 @@
 
   function render(data) {
     const head = document.createElement("tr");
-    for (const [key, cls] of [["col_name"], ["col_account"], ["col_open", "num"], ["col_done", "num"],
-      ["col_agreement", "num"], ["col_cycles", "num"], ["col_note"]]) {
+    for (const [key, cls] of [["col_name"], ["col_account"], ["col_open", "num"], ["col_idle", "num"],
+      ["col_oldest", "num"], ["col_done", "num"], ["col_agreement", "num"], ["col_cycles", "num"], ["col_note"]]) {
       const th = document.createElement("th");
       th.textContent = words[key];
       if (cls) th.className = cls;
@@ -52,12 +52,19 @@
         badge.textContent = words.flag;
         note.append(badge);
       }
-      tr.append(cell(row.name), cell(account(row)), cell(String(row.open), "num"), cell(String(row.done), "num"),
+      const oldest = row.oldest_seconds === null ? "–" : String(Math.floor(row.oldest_seconds / 60));
+      tr.append(cell(row.name), cell(account(row)), cell(String(row.open), "num held"),
+        cell(String(row.idle), "num idle"), cell(oldest, "num oldest"), cell(String(row.done), "num"),
         cell(percent(row.agreement), "num agreement"), cell(percent(row.cycle_share), "num cycles"), note);
       return tr;
     });
     $("annotators").querySelector("tbody").replaceChildren(...rows);
     $("queue").textContent = words.queue + data.open_tasks + "　" + words.queue_free + data.free_tasks;
+    const short = data.unfinishable;
+    const figures = { prompts: short.prompts, needed: short.needed, accounts: short.accounts,
+      rule: short.people_per_prompt };
+    $("unfinishable").textContent = words.unfinishable.replace(/\{(\w+)\}/g, (_, key) => figures[key]);
+    show("unfinishable", short.prompts > 0);
     renderDoubles(data.doubles);
     renderFiltered(data.rule_filtered);
   }

@@ -1,5 +1,6 @@
 """Double annotation, pure: which triples are doubled (a seeded hash of the task id, about `share` of them) and
-how often the two annotations of a doubled triple agree, overall and per pair of annotators."""
+how often the two annotations of a doubled triple agree, overall and per pair of annotators, on the relations
+resolution counts (a discard is its annotator's vote, `algorithm.discards`)."""
 
 from __future__ import annotations
 
@@ -54,11 +55,22 @@ def test_agreement_overall_and_per_pair_of_annotators() -> None:
         (annotation("乙", ["a"], ["b"], ["c"]), annotation("甲", ["b"], ["a"], ["c"])),  # 2 of 3, the same pair
         (annotation("丙", ["a", "b", "c"]), annotation("甲", ["a"], ["b"], ["c"])),  # 0 of 3
     ]
-    figures = double_agreement(pairs)
+    figures = double_agreement(pairs, [j for pair in pairs for j in pair])
     assert (figures.triples, figures.compared, figures.agreeing) == (3, 9, 5)
     assert figures.agreement == pytest.approx(5 / 9) and figures.agreement < TARGET == 0.9
     assert list(figures.by_pair) == [("丙", "甲"), ("乙", "甲")]  # names sorted, whoever did which copy
     assert (figures.by_pair[("乙", "甲")].triples, figures.by_pair[("乙", "甲")].agreement) == (2, pytest.approx(5 / 6))
     assert figures.by_pair[("丙", "甲")].agreement == 0.0
-    nothing = double_agreement([])
+    nothing = double_agreement([], [])
     assert (nothing.triples, nothing.compared, nothing.agreement, nothing.by_pair) == (0, 0, None, {})
+
+
+def test_a_response_the_prompt_drops_leaves_the_agreement_as_it_leaves_the_ranking() -> None:
+    first, second = annotation("甲", ["a"], ["b"], ["c"]), annotation("乙", ["c"], ["a"], ["b"])
+    others = [annotation(name, ["a"], ["d"], discarded=frozenset({"c"})) for name in ("丙", "丁", "戊")]
+    # c: seen by five annotations, discarded by three: dropped for the prompt (the old rule kept it here: neither
+    # copy discarded it, so a > c and b > c were compared, and disagreed)
+    figures = double_agreement([(first, second)], [first, second, *others])
+    assert (figures.compared, figures.agreeing) == (1, 1)  # only a > b
+    one_discard = double_agreement([(first, second)], [first, second, *others[:1]])
+    assert (one_discard.compared, one_discard.agreeing) == (3, 1)  # one of three is no majority: c stays

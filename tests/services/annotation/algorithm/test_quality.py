@@ -55,3 +55,20 @@ def test_discarded_responses_leave_the_figures() -> None:
     figures = annotator_quality(judgments, {"p": {"a": 1, "b": 2}})
     assert (figures["甲"].compared, figures["甲"].agreeing) == (1, 1)  # only a > b is left
     assert figures["乙"].compared == 0 and figures["乙"].on_cycles == 0
+
+
+def test_a_discard_is_a_vote_in_the_figures_as_in_the_ranking() -> None:
+    judgments = [
+        judged("甲", "p", [["a"], ["b"]], discarded="c"),  # one of three that saw c: c stays for the others
+        judged("乙", "p", [["c"], ["a"]]),
+        judged("丙", "p", [["a"], ["c"]]),  # with 乙's c > a: a cycle (resolution ties a and c)
+    ]
+    figures = annotator_quality(judgments, {"p": {"a": 1, "c": 1, "b": 2}})
+    # the old rule (any discard drops the response for everyone) compared nothing of 乙's and 丙's, and saw no cycle
+    assert (figures["乙"].compared, figures["乙"].agreeing, figures["乙"].on_cycles) == (1, 0, 1)
+    assert (figures["丙"].compared, figures["丙"].on_cycles) == (1, 1)
+    assert (figures["甲"].compared, figures["甲"].agreeing, figures["甲"].on_cycles) == (1, 1, 0)
+    most = [*judgments, judged("丁", "p", [["a"], ["b"]], discarded="c")]  # now two of four: still no majority
+    assert annotator_quality(most, {"p": {"a": 1, "c": 1, "b": 2}})["乙"].compared == 1
+    gone = [*most, judged("戊", "p", [["b"]], discarded="c")]  # three of five: c leaves the prompt
+    assert annotator_quality(gone, {"p": {"a": 1, "b": 2}})["乙"].compared == 0

@@ -1,14 +1,16 @@
 """Simulated people working the annotation queue over gRPC (ListTasks, SubmitAnnotation), on SQLite and PostgreSQL,
 each signed in as an annotator account of their own; each takes at most one triple of a prompt, and too few of them
-leave triples open and stop."""
+leave triples open and stop; a refusal ends the run as the kind of error its status stands for."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+import grpc
 import pytest
 from sqlalchemy import Engine, select
 
+from cheems import errors
 from cheems.errors import InvalidInput
 from cheems.formats.cheemsbench import BenchItem
 from cheems.formats.responses import Response
@@ -21,6 +23,7 @@ from services.store import repository
 from services.store.accounts import AccountBook
 from services.store.db import session_scope
 from services.store.models import Annotation
+from tests.services.accounts import Recorder, listening
 
 ITEMS = [
     BenchItem(
@@ -73,3 +76,16 @@ def test_simulated_people_empty_the_queue_by_the_gold_ranks(
     assert (again.submitted, again.left) == (0, None)  # nothing counted without an operator's token
     with pytest.raises(InvalidInput, match="6 annotators need as many accounts, got 5"):
         simulate_humans(url, ITEMS, SimulationConfig(annotators=6), people)
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [
+        (grpc.StatusCode.INVALID_ARGUMENT, errors.InvalidInput),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, errors.DeadlineExceeded),
+    ],
+)
+def test_a_refused_listing_ends_the_run_as_its_status_stands_for(code: grpc.StatusCode, kind: type) -> None:
+    with listening(Recorder(refuse=code)) as port, pytest.raises(errors.CheemsError) as caught:
+        simulate_humans(f"127.0.0.1:{port}", ITEMS, SimulationConfig(annotators=1), [("sim-1", "t")])
+    assert type(caught.value) is kind and f"annotation service: {code.name}: refused" in str(caught.value)

@@ -10,10 +10,10 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from services.annotation.algorithm.doubles import DoublingConfig
-from services.annotation.config import TaskConfig
+from services.annotation.config import QueueConfig, TaskConfig
 from services.annotation.service import AnnotationService
 from services.annotation.web.app import create_app
-from services.annotation.web.workbench import Workbench, WorkbenchConfig
+from services.annotation.web.workbench import Workbench
 from services.observe.metrics import new_registry
 from services.store.db import session_scope
 from services.store.models import Annotation, Annotator, Ranking
@@ -27,8 +27,8 @@ from tests.web.headers import assert_secure, fetch, inline_code
 @pytest.fixture
 def site(engine: Engine) -> Iterator[tuple[str, AnnotationService, Clock]]:
     """(base URL, the service behind it, its clock) of an annotation web app on a fresh store."""
-    service, clock = AnnotationService(engine), Clock()
-    bench = Workbench(service, WorkbenchConfig(lease_seconds=60), clock)
+    service, clock = AnnotationService(engine, queue=QueueConfig(lease_seconds=60)), Clock()
+    bench = Workbench(service, clock)
     with serve_asgi(create_app(bench, new_registry())) as base:
         yield base, service, clock
 
@@ -195,6 +195,23 @@ def test_the_overview_counts_done_and_open_work_agreement_and_cycles(site: Any) 
     assert rows["细心"]["cycle_share"] == pytest.approx(1 / 3) and rows["马虎"]["cycle_share"] == 1.0
 
 
+def test_the_overview_shows_who_holds_what_and_the_prompts_the_accounts_cannot_finish(site: Any) -> None:
+    base, service, clock = site
+    tokens = add_people(service, "甲", "乙", admin="组长")  # three accounts annotate (an admin may)
+    add_prompt(service, "四个回答", [("r1", "一"), ("r2", "二"), ("r3", "三"), ("r4", "四")])  # four triples
+    call(base, "GET", "/api/tasks/next", tokens["甲"])
+    clock.advance(30)
+    call(base, "GET", "/api/tasks/next", tokens["乙"])
+    clock.advance(31)  # 甲's is past the lease: idle, anyone's to take, still 甲's until then
+    view = call(base, "GET", "/api/overview", tokens["组长"])[1]
+    rows = {row["name"]: row for row in view["annotators"]}
+    assert [(rows[n]["open"], rows[n]["idle"], rows[n]["oldest_seconds"]) for n in ("甲", "乙", "组长")] == [
+        (1, 1, 61), (1, 0, 31), (0, 0, None)
+    ]  # fmt: skip
+    assert view["unfinishable"] == {"prompts": 1, "needed": 4, "accounts": 3, "people_per_prompt": 0}
+    assert (view["open_tasks"], view["free_tasks"]) == (4, 3)  # two free, and 甲's idle one
+
+
 def test_a_prompts_triples_go_to_different_annotators_on_the_page(site: Any) -> None:
     base, service, clock = site
     four = [("r1", "一"), ("r2", "二"), ("r3", "三"), ("r4", "四")]  # four triples
@@ -232,8 +249,9 @@ def test_the_overview_lists_what_the_rule_filter_kept_out(site: Any) -> None:
 
 
 def test_doubled_triples_go_to_two_annotators_and_their_agreement_is_on_the_overview(engine: Engine) -> None:
-    service, clock = AnnotationService(engine, tasks=TaskConfig(doubling=DoublingConfig(share=1.0))), Clock()
-    with serve_asgi(create_app(Workbench(service, WorkbenchConfig(lease_seconds=60), clock))) as base:
+    doubling, lease = TaskConfig(doubling=DoublingConfig(share=1.0)), QueueConfig(lease_seconds=60)
+    service, clock = AnnotationService(engine, tasks=doubling, queue=lease), Clock()
+    with serve_asgi(create_app(Workbench(service, clock))) as base:
         tokens = add_people(service, "甲", "乙", "丙", admin="组长")
         prompt_id = add_prompt(service, "第八题")  # one triple, and its copy
         assert len(service.open_tasks(prompt_id)) == 2

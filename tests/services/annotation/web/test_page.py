@@ -260,8 +260,10 @@ def test_the_admin_overview_shows_every_annotator_and_flags_the_careless(
     assert rows["马虎"].locator(".badge.flag").count() == 1 and rows["细心"].locator(".badge.flag").count() == 0
     assert rows["细心"].locator("td.agreement").inner_text() == f"{100 * 20 / 21:.1f}%"
     assert rows["马虎"].locator("td.cycles").inner_text() == "100.0%"
-    assert rows["李四"].locator("td").nth(2).inner_text() == "1"  # holds the translation task
-    assert rows["王五"].locator("td").nth(3).inner_text() == "1"
+    assert rows["李四"].locator("td.held").inner_text() == "1"  # holds the translation task
+    assert rows["李四"].locator("td.idle").inner_text() == "0" and rows["李四"].locator("td.oldest").inner_text() == "0"
+    assert rows["王五"].locator("td").nth(5).inner_text() == "1"  # done
+    assert not page.is_visible("#unfinishable")  # enough accounts for every prompt's triples
     assert rows["张三"].locator("td.agreement").inner_text() == "100.0%"
     assert "待标注三元组任务：1" in page.inner_text("#queue")
     assert "尚无两份都已完成的双份三元组" in page.inner_text("#doubles-summary") and not page.is_visible("#pairs")

@@ -139,6 +139,55 @@ def test_a_broken_production_model_leaves_the_current_one_serving(
     assert model_info(port).follow_error == ""
 
 
+def test_a_forged_model_event_changes_nothing_served_and_a_real_promotion_still_switches(
+    following: ScorerServer,
+    broker: EmbeddedBroker,
+    store: tuple[str, Engine],
+    checkpoints: dict[str, Path],
+    expected: dict[str, list[list[float]]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Any service that may write to the models topic could send these: the scorer checks each in the registry."""
+    port, engine = following.grpc_port, store[1]
+    caplog.set_level(logging.INFO, logger="services.scorer.models.follow")
+    current = model_info(port)
+    scores = expected["two" if current.name == "two" else "one"]
+    other = checkpoints["one" if current.name == "two" else "two"]  # a checkpoint the scorer does not serve
+    assert following.follower is not None
+    switches = following.follower.switches
+    candidate = register(engine, other)  # registered, never promoted
+    forged = {
+        "an unknown model": training_pb2.Model(model_id="rm-forged", path=str(other)),
+        "a candidate": candidate,
+        "production's id with another path": training_pb2.Model(model_id=current.model_id, path=str(other)),
+    }
+    for model in forged.values():
+        announce(broker.bootstrap, model, training_pb2.ModelChange(action="promoted", to_state="production"))
+
+    def counted(result: str) -> float:
+        value = following.metrics.registry.get_sample_value("cheems_scorer_follow_events_total", {"result": result})
+        return value or 0.0
+
+    assert wait_for(lambda: counted("refused") >= 3 or following.follower.switches != switches, 30)
+    assert following.follower.switches == switches, "a forged event switched the default model"
+    assert counted("refused") == 3
+    for _ in range(3):  # and nothing switches later either (a reconciliation passes meanwhile)
+        assert (model_info(port).model_id, following.follower.switches) == (current.model_id, switches)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            reply = reward_pb2_grpc.RewardServiceStub(channel).Score(REQUESTS[1], timeout=30)
+        assert (reply.model, list(reply.scores)) == (current.model_id, pytest.approx(scores[1], abs=1e-4))
+        time.sleep(2)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    for model_id in ("rm-forged", candidate.model_id, current.model_id):
+        assert any(repr(model_id) in line for line in warned), (model_id, warned)
+    assert any("production alias does not point at it" in line for line in warned)
+    assert any("is not the registry's path" in line for line in warned)
+    applied = counted("applied")
+    promote(engine, broker.bootstrap, candidate)  # the real step: the registry and its event agree
+    assert wait_for(lambda: model_info(port).model_id == candidate.model_id, 60)
+    assert wait_for(lambda: counted("applied") > applied, 30) and counted("refused") == 3
+
+
 class Serve:
     """`cheems -v serve ...` as a process; its log is read as it comes (kept in `log`), and `kill_on(text)`
     SIGKILLs it the moment a line with `text` is logged."""
@@ -196,7 +245,8 @@ def test_before_any_production_model_and_killed_during_a_switch_it_restarts_on_p
         pinned = REQUESTS[0].__deepcopy__()
         pinned.model = one.model_id
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            assert reward_pb2_grpc.RewardServiceStub(channel).Score(pinned, timeout=30).model == one.model_id
+            # the pinned model loads on this first call (tokenizer, weights, tokenizer pool): minutes on a loaded host
+            assert reward_pb2_grpc.RewardServiceStub(channel).Score(pinned, timeout=180).model == one.model_id
         promote(engine, broker.bootstrap, one)
         assert wait_for(lambda: model_info(port).model_id == one.model_id, 60)
         two = register(engine, checkpoints["two"])

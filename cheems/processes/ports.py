@@ -7,7 +7,7 @@
     listener(9092, pid)        # "own" (pid or a descendant listens), "other" or "none": health on its own port
     holder_text(9092)          # "port 9092 is held by pid 123 (tansu broker ...)", for an error message
     free_port()                # a port nothing listens on now (127.0.0.1)
-    free_block(100)            # the first of 100 such ports in a row (a system on a `--ports-from` block)
+    free_block(100)            # the first of 100 such ports in a row, below the ephemeral range (`--ports-from`)
 
 A port counts as held when anything listens on it on any address: a check before a start is on the safe side.
 Sockets of other network namespaces are not seen. Ground floor: imports nothing of the project but `processes`.
@@ -98,11 +98,26 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def free_block(size: int = 100, first: int = 21000, last: int = 60000) -> int:
+def ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel picks a connection's local port from (Linux: ip_local_port_range; 32768-60999)."""
+    try:
+        low, high = (PROC / "sys" / "net" / "ipv4" / "ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_block(size: int = 100, first: int = 10000, last: int | None = None) -> int:
     """The first port of `size` free ports of 127.0.0.1 in a row, in [first, last): blocks scanned from one chosen by
     this process's pid, wrapping around, so that processes looking at once (tests on parallel workers, two systems
     started together) start apart. A block free now can still be taken before it is bound, by a process that does
-    not look; two that look collide only where both pids pick the same block and it is the first free."""
+    not look; two that look collide only where both pids pick the same block and it is the first free.
+
+    `last` defaults to the start of the kernel's ephemeral range: a port in it can be taken, between the look and
+    the bind, as the local port of any process's outgoing connection (a Kafka client's, say), which no look
+    prevents (seen: a system's metrics port lost to one, "Address already in use")."""
+    if last is None:
+        last = ephemeral_range()[0]
     blocks = list(range(first, last - size + 1, size))
     start = os.getpid() % len(blocks) if blocks else 0
     for base in blocks[start:] + blocks[:start]:

@@ -167,7 +167,11 @@ class EmbeddedBroker:
 
 
 def create_topics(bootstrap: str, names: Iterable[str], partitions: int = 3) -> None:
-    """Create the topics that do not exist yet."""
+    """Create the topics that do not exist yet.
+
+    A topic that comes to exist between the look and the create (another process created it, or a client's
+    metadata request auto-created it) counts as created; any other refusal raises kafka-python's error for it."""
+    from kafka import errors
     from kafka.admin import KafkaAdminClient, NewTopic
 
     from services.bus.security import connection_kwargs
@@ -176,6 +180,10 @@ def create_topics(bootstrap: str, names: Iterable[str], partitions: int = 3) -> 
     try:
         missing = [n for n in names if n not in set(admin.list_topics())]
         if missing:
-            admin.create_topics([NewTopic(n, partitions, 1) for n in missing])
+            result = admin.create_topics([NewTopic(n, partitions, 1) for n in missing], raise_errors=False)
+            for topic in result["topics"]:
+                error = errors.for_code(topic["error_code"])
+                if error not in (errors.NoError, errors.TopicAlreadyExistsError):
+                    raise error(f"creating topic {topic['name']}: {topic.get('error_message') or error.message}")
     finally:
         admin.close()

@@ -84,3 +84,10 @@ def test_a_free_block_skips_a_block_where_one_port_is_taken() -> None:
         assert other != whole and not (other <= whole + 3 < other + 10)
     with pytest.raises(RuntimeError, match="no 10 free ports in a row"):
         ports.free_block(10, 40000, 40009)  # no whole block fits the range
+
+
+def test_a_free_block_lies_below_the_ports_the_kernel_gives_outgoing_connections() -> None:
+    low, high = ports.ephemeral_range()
+    assert 0 < low <= high
+    base = ports.free_block()
+    assert base >= 10000 and base + 100 <= low

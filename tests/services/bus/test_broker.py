@@ -81,6 +81,24 @@ def test_listens_on_loopback_only_and_says_so(caplog: pytest.LogCaptureFixture) 
     assert process.poll() is not None and broker.process is None  # stopped on leaving the block
 
 
+def test_a_topic_made_between_the_look_and_the_create_counts_as_created(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client's first send auto-creates its topic on the broker; a create_topics whose look came just before (here:
+    a look that saw nothing) still succeeds, and creates the rest (seen: a relay beat a test's create on a new broker).
+    """
+    with EmbeddedBroker() as broker:
+        publisher = Publisher(broker.bootstrap)
+        publisher.send_raw(topics.SAMPLES, b"k", b"v", []).get(timeout=30)  # auto-created by the send
+        publisher.close()
+        monkeypatch.setattr(KafkaAdminClient, "list_topics", lambda self: [])
+        broker.create_topics([topics.SAMPLES, topics.dead_letter(topics.SAMPLES)], partitions=2)
+        monkeypatch.undo()
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        try:
+            assert {topics.SAMPLES, topics.dead_letter(topics.SAMPLES)} <= set(admin.list_topics())
+        finally:
+            admin.close()
+
+
 def announced(output: str) -> list[str]:
     """The lines `cheems dev broker` prints once its topics exist ("broker at ... with topics: ..."); its log lines
     come before (the broker process starting: "... INFO services.bus.broker: embedded broker at ...")."""

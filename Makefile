@@ -77,7 +77,7 @@ $(STAMP_PROTO): $(PROTOS) $(STAMP_INSTALL)
 
 # Three workers on 2 cores (a test file stays on one, with its fixtures): most tests wait on real
 # processes (Triton, torchrun, the services, vLLM engines), so a third worker fills the idle CPU. On a fresh
-# clone here, nothing else running: 3,411 tests in 21-22 min (28 with the installs and the image check; the three
+# clone here, nothing else running: 3,411 tests in 21-26 min (28-29 with the installs and the image check; the three
 # workers each busy about 20 min); slowest: the short chaos soak (4 min), vLLM's real-engine tests, the gpu-report's
 # quick run, the demo. Over the 15-minute goal since the vLLM engines.
 # xdist hands out the files with the most tests first (the order tests/conftest.py sorts in only breaks ties), so

@@ -27,6 +27,7 @@ writers. The person's row is locked first: two tabs of one person take turns.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -264,7 +265,9 @@ def unfinishable(session: Session, people_per_prompt: int) -> Unfinishable:
         .subquery()
     )
     sizes = session.execute(select(per_prompt.c.n, func.count()).group_by(per_prompt.c.n))
-    needs = {people_needed(int(n), people_per_prompt): int(count) for n, count in sizes}
+    needs: Counter[int] = Counter()  # prompt sizes that need as many people add up
+    for n, count in sizes:
+        needs[people_needed(int(n), people_per_prompt)] += int(count)
     short = {need: count for need, count in needs.items() if need > people}
     return Unfinishable(sum(short.values()), max(short, default=0), people, people_per_prompt)
 

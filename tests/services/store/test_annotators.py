@@ -158,6 +158,15 @@ def test_the_team_size_setting_lets_eight_people_finish_a_seven_response_prompt(
         assert queue.unfinishable(s, 0).prompts == 0  # nothing open is left to finish
 
 
+def test_prompts_of_different_sizes_that_need_as_many_people_all_count_as_unfinishable(engine: Engine) -> None:
+    with session_scope(engine) as s:
+        people(s, "甲")
+        sizes = [len(prompt(s, "四个回答的题", FOUR)), len(prompt(s, "七个回答的题", SEVEN))]
+    assert sizes[0] != sizes[1] and people_needed(sizes[0], 2) == people_needed(sizes[1], 2) == 2
+    with session_scope(engine) as s:  # two people needed by each, one account annotates
+        assert queue.unfinishable(s, 2) == queue.Unfinishable(2, 2, 1, 2)
+
+
 def work(engine: Engine, team: list[str], rule: QueueConfig) -> list[tuple[str, str]]:
     """Each person lists and annotates what they hold, in turn, until nobody is given anything."""
     done: list[tuple[str, str]] = []

@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import grpc
 
@@ -102,8 +102,7 @@ class JudgeStats:
     gone: int = 0  # tasks closed meanwhile (another replica)
 
     def counts(self) -> dict[str, float]:
-        return {"submitted": self.submitted, "undecided": self.undecided, "unavailable": self.unavailable,
-                "gone": self.gone}  # fmt: skip
+        return asdict(self)
 
 
 def annotation_id(prompt_id: str, a: str, b: str, model: str) -> str:

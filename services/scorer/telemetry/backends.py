@@ -23,7 +23,7 @@ import http.client
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from prometheus_client import Counter
 from prometheus_client.core import Metric
@@ -64,7 +64,7 @@ def merge(sources: Iterable[Source]) -> list[Source]:
     for source in sources:
         known = by_url.get(source.url)
         models = {**(known.models if known else {}), **source.models}
-        by_url[source.url] = Source(source.backend, source.url, source.prefixes, source.label, models, source.token)
+        by_url[source.url] = replace(source, models=models)
     return list(by_url.values())
 
 

@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -27,19 +26,14 @@ from typing import Any
 
 import torch
 from model_options import add_model_options, describe_shape, save_random_model
+from train_run import peak_rss
 
 PATHS = ("old", "new")  # old: whole model on every rank, then sharded; new: meta device, shards read per rank
 
 
 def peak_mib() -> float:
-    """This process's peak resident memory so far, MiB: VmHWM (reset at exec, unlike ru_maxrss, which a child
-    can inherit from the process that forked it), getrusage where /proc is not."""
-    status = Path("/proc/self/status")
-    if status.exists():
-        for line in status.read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """This process's peak resident memory so far, MiB (`train_run.peak_rss`)."""
+    return peak_rss() / 2**20
 
 
 def worker(path: str, model: Path, report: Path) -> None:

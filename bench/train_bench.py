@@ -31,6 +31,7 @@ import torch
 from gpu_bench import non_embedding_parameters
 from model_options import add_model_options, describe_device, describe_shape, save_random_model, synchronize
 from prefix_bench import SHAPES, requests
+from train_run import steady
 
 from cheems.forward import forward_rewards
 from cheems.model import load_model
@@ -103,13 +104,6 @@ def bare(model: Any, batches: list[list[list[int]]], device: str, dtype: torch.d
         times.append(time.perf_counter() - start)
         model.zero_grad(set_to_none=True)
     return sum(len(s) for b in batches for s in b) / statistics.median(times)
-
-
-def steady(records: list[dict[str, Any]]) -> tuple[float, float]:
-    """(seconds a step, sequence tokens a second) over the steps after the first."""
-    rest = records[1:] or records
-    seconds = sum(r["seconds"] for r in rest)
-    return seconds / len(rest), sum(r["tokens"] for r in rest) / seconds
 
 
 def sample_forwards(data: Path, tokenizer: Any, args: argparse.Namespace, count: int) -> list[list[list[int]]]:

@@ -22,10 +22,13 @@ from gpu_parts.launch import last_error
 
 
 def peak_rss() -> int:
-    """This process's peak resident set since exec, bytes (VmHWM: ru_maxrss may carry the forking parent's)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
+    """This process's peak resident set so far, bytes: VmHWM (reset at exec, unlike ru_maxrss, which a child can
+    inherit from the process that forked it), getrusage where /proc is not."""
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-PROTO_DIR = ROOT / "protos"
 
 
 def _cell(text: object) -> str:
@@ -106,30 +105,24 @@ def cli_page() -> str:
 # ---------------------------------------------------------------- the gRPC API
 
 
-def proto_files() -> list[Path]:
-    return sorted((PROTO_DIR / "cheems" / "v1").glob("*.proto"))
-
-
 def descriptor_set() -> Any:
     """protos/cheems/v1 compiled by protoc (grpc_tools) with their source info: the comments come with it."""
+    from importlib import resources
+
     from google.protobuf import descriptor_pb2
     from grpc_tools import protoc
 
+    from cheems.protogen import PROTO_ROOT, proto_files
+
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "set.pb"
-        args = ["protoc", f"-I{PROTO_DIR}", f"-I{_protoc_include()}", "--include_source_info"]
-        args += [f"--descriptor_set_out={out}", *(str(p.relative_to(PROTO_DIR)) for p in proto_files())]
+        args = ["protoc", f"-I{PROTO_ROOT}", f"-I{resources.files('grpc_tools') / '_proto'}", "--include_source_info"]
+        args += [f"--descriptor_set_out={out}", *(str(p.relative_to(PROTO_ROOT)) for p in proto_files())]
         if protoc.main(args) != 0:
-            raise RuntimeError(f"protoc failed on {PROTO_DIR}")
+            raise RuntimeError(f"protoc failed on {PROTO_ROOT}")
         files = descriptor_pb2.FileDescriptorSet()
         files.ParseFromString(out.read_bytes())
     return files
-
-
-def _protoc_include() -> str:
-    import grpc_tools
-
-    return str(Path(grpc_tools.__file__).parent / "_proto")
 
 
 def _comments(source: Any) -> dict[tuple[int, ...], str]:

@@ -34,13 +34,12 @@ import paper_data
 from sqlalchemy import insert, text
 from sqlalchemy.engine import Engine
 
-from cheems.roles import ANNOTATOR
 from services.annotation.algorithm.doubles import doubled
 from services.annotation.algorithm.filters import reason
 from services.annotation.algorithm.protocol import triple_tasks
 from services.annotation.config import TaskConfig
 from services.store import validate as v
-from services.store.accounts import add_account
+from services.store.accounts import add_annotator
 from services.store.db import session_scope
 from services.store.models import Annotation, AnnotationTask, Prompt, Response
 
@@ -161,4 +160,4 @@ def tasks_a_prompt(responses: int, config: TaskConfig | None = None) -> int:
 def add_annotators(engine: Engine, count: int, prefix: str = "bench-annotator") -> dict[str, str]:
     """`count` annotator accounts, {name: token}: each signs its own calls, as a person does."""
     with session_scope(engine) as session:
-        return {f"{prefix}-{i}": add_account(session, f"{prefix}-{i}", ANNOTATOR) for i in range(1, count + 1)}
+        return {f"{prefix}-{i}": add_annotator(session, f"{prefix}-{i}") for i in range(1, count + 1)}

@@ -19,11 +19,11 @@ import torch
 from cheems.errors import ConfigError
 from cheems.extras import missing
 from cheems.model import load_model
-from trainer.config import TrainConfig
+from trainer.config import HEAD_NAMES, TrainConfig
 from trainer.distributed import World
 
 BITSANDBYTES = "bitsandbytes==0.50.2"  # pyproject's `qlora` extra
-HEADS = ["score", "classifier"]  # never quantised: the head is trained whole
+HEADS = list(HEAD_NAMES)  # never quantised: the head is trained whole
 
 
 def check(config: TrainConfig, device: torch.device) -> None:

@@ -50,6 +50,7 @@ from services.store.tasks import (
     QueueConfig,
     QueuedTask,
     Shares,
+    held_tasks,
     pages,
     people_needed,
     queued,
@@ -189,12 +190,6 @@ def _record_claims(session: Session, ids: Sequence[str], name: str, now: datetim
     insert = postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
     rows = insert(TaskClaim).values([{"task_id": i, "annotator": name, "claimed_at": now} for i in ids])
     session.execute(rows.on_conflict_do_update(index_elements=["task_id", "annotator"], set_={"claimed_at": now}))
-
-
-def held_tasks(session: Session, name: str) -> list[AnnotationTask]:
-    """The open tasks `name` holds (leases run out included, until someone else takes them), oldest first."""
-    query = select(AnnotationTask).where(HELD, AnnotationTask.held_by == name)
-    return list(session.scalars(query.order_by(AnnotationTask.created_at, AnnotationTask.id)))
 
 
 def holder(session: Session, task_id: str) -> str | None:

@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session
 
 from cheems.roles import ANNOTATE
 from services.store import validate as v
-from services.store.annotators import claim, ever_held, held_tasks
+from services.store.annotators import claim, ever_held
 from services.store.errors import (
     InvalidRecord,
     NotAssigned,
@@ -47,7 +47,7 @@ from services.store.errors import (
     UnknownTask,
 )
 from services.store.models import Annotation, AnnotationCorrection, AnnotationTask, Annotator
-from services.store.tasks import QueueConfig, Shares, lock_prompt
+from services.store.tasks import QueueConfig, Shares, held_tasks, lock_prompt
 
 
 def check_assigned(session: Session, task_id: str | None, prompt_id: str, name: str) -> AnnotationTask:

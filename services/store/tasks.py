@@ -187,8 +187,7 @@ def open_tasks(
         found = list(session.execute(query.order_by(*order).limit(limit)))
     else:
         name = v.key("annotator", annotator)
-        held = session.scalars(select(AnnotationTask).where(HELD, AnnotationTask.held_by == name))
-        shares = Shares(session, name, config or QueueConfig(), held)
+        shares = Shares(session, name, config or QueueConfig(), held_tasks(session, name))
         for page in pages(session, query, *order):
             shares.read(page)
             found += [t for t in page if shares.block(t) is None][: limit - len(found)]
@@ -196,6 +195,12 @@ def open_tasks(
                 break
     tasks = session.scalars(select(AnnotationTask).where(AnnotationTask.id.in_([t.id for t in found])).order_by(*order))
     return queued(session, list(tasks))
+
+
+def held_tasks(session: Session, name: str) -> list[AnnotationTask]:
+    """The open tasks `name` holds (leases run out included, until someone else takes them), oldest first."""
+    query = select(AnnotationTask).where(HELD, AnnotationTask.held_by == name)
+    return list(session.scalars(query.order_by(AnnotationTask.created_at, AnnotationTask.id)))
 
 
 def pages(session: Session, query: Select[Any], *order: InstrumentedAttribute[Any]) -> Iterator[list[Any]]:

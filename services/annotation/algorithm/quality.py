@@ -107,9 +107,9 @@ def cycle_pairs(relations: Iterable[Relation]) -> set[tuple[str, str]]:
 def annotator_quality(judgments: Sequence[Judgment], rankings: Mapping[str, Mapping[str, int]]) -> dict[str, Quality]:
     """{annotator: Quality} of every person (kind "human") among `judgments`; `rankings`: {prompt id: rank}."""
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # annotations, compared, agreeing, on cycles
-    drops = prompt_drops(judgments)
     for prompt_id, group in by_prompt(judgments).items():
-        kept_of = [counted(j, drops[prompt_id]) for j in group]
+        gone = dropped([j.vote() for j in group])  # this prompt's drops, as `prompt_drops` finds them
+        kept_of = [counted(j, gone) for j in group]
         on_cycle = cycle_pairs(r for kept in kept_of for r in kept)
         rank = rankings.get(prompt_id, {})
         for judgment, kept in zip(group, kept_of, strict=True):

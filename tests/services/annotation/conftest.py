@@ -1,4 +1,5 @@
-"""Annotation fixtures: a broker per module (with the cheems topics), a reader of a topic's events, tiny samples."""
+"""Annotation fixtures: a broker per module (with the cheems topics), a reader of a topic's events, tiny samples, a
+call's metadata as an account (`as_`)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,20 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
+from cheems.roles import ANNOTATOR
 from cheems.v1 import common_pb2, events_pb2
 from services.bus import topics
 from services.bus.broker import EmbeddedBroker
 from services.bus.codec import decode
+from tests.services.accounts import bearer
 
 Events = Callable[..., list[tuple[str, Any]]]
+
+
+@pytest.fixture
+def as_(account: Callable[[str, str], str]) -> Callable[..., list[tuple[str, str]]]:
+    """as_(name, role=ANNOTATOR) -> the metadata of a call from that account."""
+    return lambda name, role=ANNOTATOR: bearer(account(name, role))
 
 
 @pytest.fixture(scope="module")

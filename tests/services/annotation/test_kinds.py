@@ -20,7 +20,7 @@ from services.store import repository
 from services.store.accounts import AccountBook
 from services.store.db import session_scope
 from services.store.models import Annotation, AnnotationTask
-from tests.services.accounts import bearer, give
+from tests.services.accounts import give
 
 Call = Callable[..., Any]
 
@@ -32,11 +32,6 @@ def stub(engine: Engine) -> Iterator[Any]:
     yield annotation_pb2_grpc.AnnotationServiceStub(channel)
     channel.close()
     grpc_host.stop(0)
-
-
-@pytest.fixture
-def as_(account: Callable[[str, str], str]) -> Callable[..., list[tuple[str, str]]]:
-    return lambda name, role=ANNOTATOR: bearer(account(name, role))
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import grpc
 import pytest
 from sqlalchemy import Engine, func, select
 
-from cheems.roles import ADMIN, ANNOTATOR, SERVICE
+from cheems.roles import ADMIN, SERVICE
 from cheems.v1 import annotation_pb2 as pb
 from cheems.v1 import annotation_pb2_grpc
 from services.annotation.exports import ExportConfig
@@ -22,7 +22,6 @@ from services.store import repository
 from services.store.accounts import AccountBook
 from services.store.db import session_scope
 from services.store.models import Annotation, Ranking
-from tests.services.accounts import bearer
 
 RESPONSES = [(f"r{i}", f"第{i}个回答") for i in range(1, 6)]
 
@@ -36,12 +35,6 @@ def stub(engine: Engine, account: Callable[[str, str], str], tmp_path: Path) -> 
     yield annotation_pb2_grpc.AnnotationServiceStub(channel)
     channel.close()
     grpc_host.stop(0)
-
-
-@pytest.fixture
-def as_(account: Callable[[str, str], str]) -> Callable[..., list[tuple[str, str]]]:
-    """as_(name, role=ANNOTATOR) -> the metadata of a call from that account."""
-    return lambda name, role=ANNOTATOR: bearer(account(name, role))
 
 
 @pytest.fixture
